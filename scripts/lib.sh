@@ -1,0 +1,42 @@
+# Shared by scripts/run and scripts/test. Sourced, not run.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+# Debian packages the build, the tests and the benchmarks need.
+DSH_APT_PACKAGES=(
+  build-essential cmake ninja-build ccache pkg-config git
+  libboost-dev nlohmann-json3-dev libsqlite3-dev libhowardhinnant-date-dev tzdata
+  libcli11-dev libspdlog-dev libfmt-dev libcurl4-openssl-dev libyaml-cpp-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  curl python3 python3-croniter nodejs npm
+)
+
+as_root() {
+  if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+# Installs what is missing; runs apt-get update at most once, and only when
+# something is missing, so a second run is quick and offline.
+install_deps() {
+  local missing=()
+  for p in "${DSH_APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed' || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "==> installing: ${missing[*]}"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  fi
+  if [ -f "$ROOT/package.json" ] && [ ! -f "$ROOT/node_modules/.package-lock.json" -o "$ROOT/package-lock.json" -nt "$ROOT/node_modules/.package-lock.json" ]; then
+    echo "==> npm ci"
+    (cd "$ROOT" && npm ci --no-audit --no-fund)
+  fi
+}
+
+# configure_and_build DIR [cmake args...]
+configure_and_build() {
+  local dir="$1"; shift
+  export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/dsh-ccache}"
+  cmake -S "$ROOT" -B "$ROOT/$dir" -G Ninja "$@" >/dev/null
+  cmake --build "$ROOT/$dir"
+}

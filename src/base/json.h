@@ -1,0 +1,24 @@
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <string_view>
+
+#include "base/status.h"
+
+namespace dsh {
+
+using Json = nlohmann::json;
+
+// Parses `text` as one JSON value. Malformed input is `invalid_json` with the
+// parser's byte offset; never throws.
+Result<Json> ParseJson(std::string_view text);
+
+// Compact serialization that never throws: invalid UTF-8 is replaced (U+FFFD).
+std::string DumpJson(const Json& value);
+
+// A JSON type name for messages: "string", "integer", "number", "object", ...
+std::string JsonTypeName(const Json& value);
+
+}  // namespace dsh

@@ -1,0 +1,5 @@
+#pragma once
+
+namespace dsh::app {
+inline constexpr const char* kVersion = "0.1.0";
+}

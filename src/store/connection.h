@@ -1,0 +1,91 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "base/status.h"
+
+namespace dsh::store {
+
+// SQL parameter: NULL, 64-bit integer, double or text. Text is borrowed for
+// the duration of the call only.
+using Value = std::variant<std::nullptr_t, int64_t, double, std::string_view>;
+
+// One result row, valid only inside the row callback that received it.
+class Row {
+ public:
+  virtual ~Row() = default;
+  virtual int columns() const = 0;
+  virtual bool IsNull(int column) const = 0;
+  virtual int64_t Int(int column) const = 0;
+  virtual double Real(int column) const = 0;
+  // The text of a column; empty for NULL. Borrowed until the callback returns.
+  virtual std::string_view Text(int column) const = 0;
+
+  std::string String(int column) const { return std::string(Text(column)); }
+};
+
+using RowFn = std::function<Status(const Row&)>;
+
+// What SQL code above the store layer may do inside a transaction. The SQL is
+// the portable subset both backends accept (see docs/STORAGE.md): `?`
+// placeholders, BIGINT/TEXT/DOUBLE PRECISION columns, `INSERT ... ON CONFLICT
+// DO NOTHING`, `RETURNING`, `CASE` instead of MAX()/GREATEST(). Dialect-only
+// DDL goes in a comment the other dialect ignores: `/*sqlite: WITHOUT ROWID*/`
+// is expanded by SQLite and ignored by PostgreSQL.
+//
+// Errors: constraint violations are `conflict`; a busy/locked database that
+// stayed busy past the timeout is `unavailable`; anything else is
+// `storage_error` with the backend's message.
+// Thread-affine: used only by the thread that runs the job it was given to.
+class Tx {
+ public:
+  virtual ~Tx() = default;
+
+  // Runs one statement; returns the number of rows it changed.
+  virtual Result<int64_t> Exec(std::string_view sql, std::span<const Value> params) = 0;
+  // Runs one statement and calls `on_row` for each row; stops at the first
+  // error `on_row` returns and returns it.
+  virtual Status Query(std::string_view sql, std::span<const Value> params, const RowFn& on_row) = 0;
+
+  Result<int64_t> Exec(std::string_view sql, std::initializer_list<Value> params = {}) {
+    return Exec(sql, std::span<const Value>(params.begin(), params.size()));
+  }
+  Status Query(std::string_view sql, std::initializer_list<Value> params, const RowFn& on_row) {
+    return Query(sql, std::span<const Value>(params.begin(), params.size()), on_row);
+  }
+};
+
+// A backend connection: a Tx plus transaction control, used only by the store
+// layer (the writer and the reader pool). Thread-affine.
+class Connection : public Tx {
+ public:
+  // Starts a write transaction that holds the database's write lock until it
+  // ends (SQLite: BEGIN IMMEDIATE).
+  virtual Status BeginWrite() = 0;
+  // Starts a read-only snapshot.
+  virtual Status BeginRead() = 0;
+  virtual Status Commit() = 0;
+  // Ends the open transaction without effect; a no-op when none is open.
+  virtual Status Rollback() = 0;
+  virtual Status Savepoint(std::string_view name) = 0;
+  virtual Status RollbackToSavepoint(std::string_view name) = 0;
+  virtual Status ReleaseSavepoint(std::string_view name) = 0;
+};
+
+// Opens connections to one database. Thread-safe.
+class ConnectionFactory {
+ public:
+  virtual ~ConnectionFactory() = default;
+  virtual Result<std::unique_ptr<Connection>> Open() = 0;
+  // For messages: "sqlite /path/dsh.db".
+  virtual std::string Describe() const = 0;
+};
+
+}  // namespace dsh::store

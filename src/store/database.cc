@@ -1,0 +1,258 @@
+#include "store/database.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <map>
+
+namespace dsh::store {
+namespace {
+
+Status RunJob(const Database::Job& job, Tx& tx) {
+  try {
+    return job(tx);
+  } catch (const std::exception& e) {
+    return Internal(std::string("unexpected exception in a database job: ") + e.what());
+  }
+}
+
+void Finish(const Database::Done& done, const Status& st) {
+  if (done) done(st);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Database>> Database::Open(std::unique_ptr<ConnectionFactory> factory,
+                                                 std::vector<Migration> migrations, DatabaseOptions options) {
+  std::unique_ptr<Database> db(new Database(std::move(factory), options));
+  DSH_RETURN_IF_ERROR(db->Start(std::move(migrations)));
+  return db;
+}
+
+Database::Database(std::unique_ptr<ConnectionFactory> factory, DatabaseOptions options)
+    : factory_(std::move(factory)), options_(options), description_(factory_->Describe()) {
+  options_.readers = std::max(options_.readers, 1);
+  options_.max_batch = std::max<size_t>(options_.max_batch, 1);
+}
+
+Status Database::Start(std::vector<Migration> migrations) {
+  DSH_ASSIGN_OR_RETURN(auto writer_conn, factory_->Open());
+  DSH_RETURN_IF_ERROR(ApplyMigrations(*writer_conn, migrations));
+  std::vector<std::unique_ptr<Connection>> reader_conns;
+  for (int i = 0; i < options_.readers; ++i) {
+    DSH_ASSIGN_OR_RETURN(auto conn, factory_->Open());
+    reader_conns.push_back(std::move(conn));
+  }
+  writer_ = std::thread([this, conn = std::move(writer_conn)]() mutable { WriterLoop(std::move(conn)); });
+  for (auto& conn : reader_conns) {
+    readers_.emplace_back([this, c = std::move(conn)]() mutable { ReaderLoop(std::move(c)); });
+  }
+  return Status::Ok();
+}
+
+Database::~Database() { Close(); }
+
+void Database::Close() {
+  {
+    std::lock_guard lock(mu_);
+    closing_ = true;
+  }
+  write_cv_.notify_all();
+  read_cv_.notify_all();
+  if (writer_.joinable()) writer_.join();
+  for (auto& t : readers_) {
+    if (t.joinable()) t.join();
+  }
+}
+
+void Database::Write(Job job, Done done) {
+  {
+    std::lock_guard lock(mu_);
+    if (!closing_) {
+      write_queue_.push_back(Pending{std::move(job), std::move(done)});
+      write_cv_.notify_one();
+      return;
+    }
+  }
+  Finish(done, Status(codes::kShuttingDown, "the database is closing; the write was not attempted"));
+}
+
+void Database::Read(Job job, Done done) {
+  {
+    std::lock_guard lock(mu_);
+    if (!closing_) {
+      read_queue_.push_back(Pending{std::move(job), std::move(done)});
+      read_cv_.notify_one();
+      return;
+    }
+  }
+  Finish(done, Status(codes::kShuttingDown, "the database is closing; the read was not attempted"));
+}
+
+Status Database::WriteSync(Job job) {
+  std::promise<Status> promise;
+  auto future = promise.get_future();
+  Write(std::move(job), [&promise](Status st) { promise.set_value(std::move(st)); });
+  return future.get();
+}
+
+Status Database::ReadSync(Job job) {
+  std::promise<Status> promise;
+  auto future = promise.get_future();
+  Read(std::move(job), [&promise](Status st) { promise.set_value(std::move(st)); });
+  return future.get();
+}
+
+Database::Stats Database::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+void Database::WriterLoop(std::unique_ptr<Connection> conn) {
+  std::vector<Pending> batch;
+  for (;;) {
+    batch.clear();
+    {
+      std::unique_lock lock(mu_);
+      write_cv_.wait(lock, [&] { return closing_ || !write_queue_.empty(); });
+      if (write_queue_.empty()) return;  // closing and drained
+      while (!write_queue_.empty() && batch.size() < options_.max_batch) {
+        batch.push_back(std::move(write_queue_.front()));
+        write_queue_.pop_front();
+      }
+    }
+    CommitBatch(*conn, batch);
+  }
+}
+
+void Database::CommitBatch(Connection& conn, std::vector<Pending>& batch) {
+  auto fail_all = [&](const Status& st) {
+    for (auto& p : batch) Finish(p.done, st);
+  };
+  Status begin = conn.BeginWrite();
+  if (!begin.ok()) {
+    fail_all(begin.WithContext("cannot start a write transaction"));
+    return;
+  }
+  std::vector<Status> results(batch.size());
+  if (batch.size() == 1) {
+    // A lone job needs no savepoint: its failure rolls back the transaction.
+    results[0] = RunJob(batch[0].job, conn);
+    if (!results[0].ok()) {
+      (void)conn.Rollback();
+      Finish(batch[0].done, results[0]);
+      return;
+    }
+  } else {
+    for (size_t i = 0; i < batch.size(); ++i) {
+      Status sp = conn.Savepoint("job");
+      if (sp.ok()) {
+        results[i] = RunJob(batch[i].job, conn);
+        if (!results[i].ok()) sp = conn.RollbackToSavepoint("job");
+        if (sp.ok()) sp = conn.ReleaseSavepoint("job");
+      }
+      if (!sp.ok()) {
+        (void)conn.Rollback();
+        fail_all(Status(codes::kCommitFailed, "the write transaction failed; nothing of it was saved: " + sp.message()));
+        return;
+      }
+    }
+  }
+  Status commit = conn.Commit();
+  if (!commit.ok()) {
+    Status rollback = conn.Rollback();
+    if (!rollback.ok()) spdlog::error("rollback after failed commit also failed: {}", rollback.ToString());
+    spdlog::error("commit of {} write job(s) failed: {}", batch.size(), commit.ToString());
+    {
+      std::lock_guard lock(mu_);
+      stats_.failed_commits++;
+    }
+    fail_all(Status(codes::kCommitFailed, "commit failed; nothing of this write was saved: " + commit.message()));
+    return;
+  }
+  {
+    std::lock_guard lock(mu_);
+    stats_.commits++;
+    stats_.jobs += batch.size();
+  }
+  for (size_t i = 0; i < batch.size(); ++i) Finish(batch[i].done, results[i]);
+}
+
+void Database::ReaderLoop(std::unique_ptr<Connection> conn) {
+  for (;;) {
+    Pending p;
+    {
+      std::unique_lock lock(mu_);
+      read_cv_.wait(lock, [&] { return closing_ || !read_queue_.empty(); });
+      if (read_queue_.empty()) return;
+      p = std::move(read_queue_.front());
+      read_queue_.pop_front();
+    }
+    Status st = conn->BeginRead();
+    if (st.ok()) {
+      st = RunJob(p.job, *conn);
+      Status end = conn->Rollback();  // a read snapshot has nothing to commit
+      if (st.ok() && !end.ok()) st = end;
+    }
+    Finish(p.done, st);
+  }
+}
+
+Status ApplyMigrations(Connection& conn, const std::vector<Migration>& migrations) {
+  std::map<std::string, std::vector<const Migration*>> by_module;
+  for (const auto& m : migrations) by_module[m.module].push_back(&m);
+  for (auto& [module, list] : by_module) {
+    std::sort(list.begin(), list.end(), [](auto* a, auto* b) { return a->version < b->version; });
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (list[i]->version != static_cast<int>(i) + 1) {
+        return Internal("migrations of module '" + module + "' must be numbered 1, 2, 3, ...");
+      }
+    }
+  }
+  DSH_RETURN_IF_ERROR(conn.BeginWrite().WithContext("cannot start the migration transaction"));
+  auto fail = [&](Status st) {
+    (void)conn.Rollback();
+    return st;
+  };
+  auto created = conn.Exec(
+      "CREATE TABLE IF NOT EXISTS dsh_schema (module TEXT PRIMARY KEY, version BIGINT NOT NULL)");
+  if (!created.ok()) return fail(created.status());
+  std::map<std::string, int64_t> current;
+  Status st = conn.Query("SELECT module, version FROM dsh_schema", {}, [&](const Row& row) {
+    current[row.String(0)] = row.Int(1);
+    return Status::Ok();
+  });
+  if (!st.ok()) return fail(st);
+  for (const auto& [module, version] : current) {
+    auto it = by_module.find(module);
+    int64_t known = it == by_module.end() ? 0 : static_cast<int64_t>(it->second.size());
+    if (version > known) {
+      return fail(Status(codes::kSchemaTooNew,
+                         "the database was written by a newer dsh: schema module '" + module + "' is at version " +
+                             std::to_string(version) + " but this dsh knows only up to version " +
+                             std::to_string(known) + "; upgrade dsh to open it"));
+    }
+  }
+  for (const auto& [module, list] : by_module) {
+    int64_t have = current.count(module) ? current[module] : 0;
+    for (const Migration* m : list) {
+      if (m->version <= have) continue;
+      for (const auto& sql : m->statements) {
+        auto r = conn.Exec(sql);
+        if (!r.ok()) {
+          return fail(r.status().WithContext("migration " + module + " v" + std::to_string(m->version)));
+        }
+      }
+      auto r = conn.Exec(
+          "INSERT INTO dsh_schema (module, version) VALUES (?, ?) "
+          "ON CONFLICT (module) DO UPDATE SET version = excluded.version",
+          {std::string_view(module), int64_t{m->version}});
+      if (!r.ok()) return fail(r.status());
+    }
+  }
+  Status commit = conn.Commit();
+  if (!commit.ok()) return fail(commit.WithContext("cannot commit migrations"));
+  return Status::Ok();
+}
+
+}  // namespace dsh::store

@@ -1,0 +1,143 @@
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/status.h"
+#include "store/connection.h"
+
+namespace dsh::store {
+
+// A versioned schema change of one module ("session", "loop", ...). Versions
+// of a module start at 1 and increase by one. Statements use the portable SQL
+// of Tx.
+struct Migration {
+  std::string module;
+  int version = 0;
+  std::vector<std::string> statements;
+};
+
+struct DatabaseOptions {
+  int readers = 2;             // reader threads, each with its own connection
+  size_t max_batch = 1024;     // most write jobs committed in one transaction
+};
+
+// The profile database: one writer thread that commits write jobs in groups,
+// and a pool of reader threads. Blocking calls happen only on these threads,
+// never on the caller's (so never on an I/O thread) unless the caller uses a
+// *Sync method, which blocks the calling thread until the job finished.
+//
+// Group commit: write jobs submitted while a transaction is committing queue
+// up and share the next transaction. Each job runs inside its own savepoint,
+// so a job that returns an error rolls back alone and gets its error; the
+// others in the batch are unaffected. A failed COMMIT fails every job of the
+// batch with `commit_failed` and nothing of the batch is visible. A job's
+// completion callback runs only after COMMIT returned (on the writer thread:
+// callbacks must be quick and must not block; post to your own strand).
+//
+// Thread-safe. Destruction (or Close) drains queued jobs first.
+class Database {
+ public:
+  using Job = std::function<Status(Tx&)>;
+  using Done = std::function<void(Status)>;
+
+  // Opens connections from `factory`, applies pending `migrations` in one
+  // write transaction and starts the threads. Fails with `schema_too_new`
+  // when the database holds a module version newer than `migrations` know.
+  static Result<std::unique_ptr<Database>> Open(std::unique_ptr<ConnectionFactory> factory,
+                                                std::vector<Migration> migrations, DatabaseOptions options = {});
+  ~Database();
+
+  Database(const Database&) = delete;
+  Database& operator=(const Database&) = delete;
+
+  // Queues `job` for the next group commit; `done` gets its outcome.
+  // After Close(): `done` gets `shutting_down` at once.
+  void Write(Job job, Done done);
+  // Runs `job` in a read snapshot on a reader thread.
+  void Read(Job job, Done done);
+
+  // Blocking forms: wait for the outcome on the calling thread.
+  Status WriteSync(Job job);
+  Status ReadSync(Job job);
+
+  // Typed convenience: the job fills a value that is returned once committed.
+  template <typename T>
+  Result<T> WriteValue(std::function<Result<T>(Tx&)> job) {
+    std::optional<T> out;
+    Status st = WriteSync([&](Tx& tx) -> Status {
+      auto r = job(tx);
+      if (!r.ok()) return r.status();
+      out = std::move(r).value();
+      return Status::Ok();
+    });
+    if (!st.ok()) return st;
+    return std::move(*out);
+  }
+  template <typename T>
+  Result<T> ReadValue(std::function<Result<T>(Tx&)> job) {
+    std::optional<T> out;
+    Status st = ReadSync([&](Tx& tx) -> Status {
+      auto r = job(tx);
+      if (!r.ok()) return r.status();
+      out = std::move(r).value();
+      return Status::Ok();
+    });
+    if (!st.ok()) return st;
+    return std::move(*out);
+  }
+
+  // Stops accepting jobs, finishes every queued job (commits included) and
+  // joins the threads. Idempotent.
+  void Close();
+
+  // Counters for tests and benchmarks.
+  struct Stats {
+    uint64_t commits = 0;
+    uint64_t jobs = 0;
+    uint64_t failed_commits = 0;
+  };
+  Stats stats() const;
+
+  const std::string& description() const { return description_; }
+
+ private:
+  struct Pending {
+    Job job;
+    Done done;
+  };
+
+  Database(std::unique_ptr<ConnectionFactory> factory, DatabaseOptions options);
+  Status Start(std::vector<Migration> migrations);
+  void WriterLoop(std::unique_ptr<Connection> conn);
+  void ReaderLoop(std::unique_ptr<Connection> conn);
+  void CommitBatch(Connection& conn, std::vector<Pending>& batch);
+
+  std::unique_ptr<ConnectionFactory> factory_;
+  DatabaseOptions options_;
+  std::string description_;
+
+  mutable std::mutex mu_;
+  std::condition_variable write_cv_;
+  std::condition_variable read_cv_;
+  std::deque<Pending> write_queue_;  // GUARDED_BY(mu_)
+  std::deque<Pending> read_queue_;   // GUARDED_BY(mu_)
+  bool closing_ = false;             // GUARDED_BY(mu_)
+  Stats stats_;                      // GUARDED_BY(mu_)
+
+  std::thread writer_;
+  std::vector<std::thread> readers_;
+};
+
+// Applies `migrations` through `conn` inside one write transaction. Exposed
+// for tests; Database::Open calls it.
+Status ApplyMigrations(Connection& conn, const std::vector<Migration>& migrations);
+
+}  // namespace dsh::store

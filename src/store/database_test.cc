@@ -1,0 +1,242 @@
+#include "store/database.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <latch>
+#include <thread>
+
+#include "store/sqlite_connection.h"
+#include "store/testing/faulty_connection.h"
+#include "base/testing/temp_dir.h"
+
+namespace dsh::store {
+namespace {
+
+std::vector<Migration> Notes(int versions = 1) {
+  std::vector<Migration> m = {
+      {"notes", 1, {"CREATE TABLE notes (id BIGINT PRIMARY KEY, body TEXT NOT NULL)"}},
+      {"notes", 2, {"ALTER TABLE notes ADD COLUMN tag TEXT"}},
+  };
+  m.resize(versions);
+  return m;
+}
+
+std::unique_ptr<ConnectionFactory> Sqlite(const std::string& path) {
+  return std::make_unique<SqliteConnectionFactory>(SqliteOptions{.path = path});
+}
+
+Status Insert(Tx& tx, int64_t id, std::string_view body) {
+  auto r = tx.Exec("INSERT INTO notes (id, body) VALUES (?, ?)", {id, body});
+  return r.status();
+}
+
+int64_t Count(Database& db) {
+  auto r = db.ReadValue<int64_t>([](Tx& tx) -> Result<int64_t> {
+    int64_t n = -1;
+    DSH_RETURN_IF_ERROR(tx.Query("SELECT COUNT(*) FROM notes", {}, [&](const Row& row) {
+      n = row.Int(0);
+      return Status::Ok();
+    }));
+    return n;
+  });
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? *r : -1;
+}
+
+// Holds the writer inside a job until released, so the jobs queued meanwhile
+// all land in the next batch.
+struct WriterGate {
+  std::latch entered{1};
+  std::latch release{1};
+  void Block(Database& db) {
+    db.Write(
+        [this](Tx&) {
+          entered.count_down();
+          release.wait();
+          return Status::Ok();
+        },
+        nullptr);
+    entered.wait();
+  }
+};
+
+TEST(Database, AppliesMigrationsOnceAndRecordsTheVersion) {
+  dsh::testing::TempDir dir;
+  {
+    auto db = Database::Open(Sqlite(dir.File("a.db")), Notes(2));
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    ASSERT_TRUE((*db)->WriteSync([](Tx& tx) {
+      return tx.Exec("INSERT INTO notes (id, body, tag) VALUES (1, 'x', 't')").status();
+    }).ok());
+  }
+  auto db = Database::Open(Sqlite(dir.File("a.db")), Notes(2));
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  EXPECT_EQ(Count(**db), 1);
+}
+
+TEST(Database, UpgradesAnOlderSchemaInPlace) {
+  dsh::testing::TempDir dir;
+  ASSERT_TRUE(Database::Open(Sqlite(dir.File("a.db")), Notes(1)).ok());
+  auto db = Database::Open(Sqlite(dir.File("a.db")), Notes(2));
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  EXPECT_TRUE((*db)->WriteSync([](Tx& tx) {
+    return tx.Exec("INSERT INTO notes (id, body, tag) VALUES (1, 'x', 't')").status();
+  }).ok());
+}
+
+TEST(Database, RefusesADatabaseFromANewerVersion) {
+  dsh::testing::TempDir dir;
+  ASSERT_TRUE(Database::Open(Sqlite(dir.File("a.db")), Notes(2)).ok());
+  auto db = Database::Open(Sqlite(dir.File("a.db")), Notes(1));
+  ASSERT_FALSE(db.ok());
+  EXPECT_EQ(db.status().code(), "schema_too_new");
+  EXPECT_NE(db.status().message().find("'notes' is at version 2"), std::string::npos) << db.status().message();
+}
+
+TEST(Database, RefusesADatabaseWithAModuleItDoesNotKnow) {
+  dsh::testing::TempDir dir;
+  auto with_extra = Notes(1);
+  with_extra.push_back({"future", 1, {"CREATE TABLE future (x BIGINT)"}});
+  ASSERT_TRUE(Database::Open(Sqlite(dir.File("a.db")), with_extra).ok());
+  auto db = Database::Open(Sqlite(dir.File("a.db")), Notes(1));
+  ASSERT_FALSE(db.ok());
+  EXPECT_EQ(db.status().code(), "schema_too_new");
+}
+
+TEST(Database, ConcurrentWritesShareOneCommit) {
+  dsh::testing::TempDir dir;
+  auto db = std::move(Database::Open(Sqlite(dir.File("a.db")), Notes()).value());
+  WriterGate gate;
+  gate.Block(*db);
+  constexpr int kJobs = 20;
+  std::latch acked(kJobs);
+  std::atomic<int> ok{0};
+  for (int i = 0; i < kJobs; ++i) {
+    db->Write([i](Tx& tx) { return Insert(tx, i, "x"); },
+              [&](Status st) {
+                if (st.ok()) ok++;
+                acked.count_down();
+              });
+  }
+  auto before = db->stats();
+  gate.release.count_down();
+  acked.wait();
+  EXPECT_EQ(ok.load(), kJobs);
+  auto after = db->stats();
+  EXPECT_EQ(after.commits - before.commits, 2u);  // the gate's batch, then all 20 together
+  EXPECT_EQ(Count(*db), kJobs);
+}
+
+TEST(Database, AFailingJobRollsBackAloneWithinItsBatch) {
+  dsh::testing::TempDir dir;
+  auto db = std::move(Database::Open(Sqlite(dir.File("a.db")), Notes()).value());
+  WriterGate gate;
+  gate.Block(*db);
+  std::latch acked(3);
+  Status s1, s2, s3;
+  db->Write([](Tx& tx) { return Insert(tx, 1, "a"); }, [&](Status st) { s1 = st; acked.count_down(); });
+  db->Write(
+      [](Tx& tx) {
+        DSH_RETURN_IF_ERROR(Insert(tx, 2, "b"));
+        return Insert(tx, 1, "duplicate");  // violates the primary key
+      },
+      [&](Status st) { s2 = st; acked.count_down(); });
+  db->Write([](Tx& tx) { return Insert(tx, 3, "c"); }, [&](Status st) { s3 = st; acked.count_down(); });
+  gate.release.count_down();
+  acked.wait();
+  EXPECT_TRUE(s1.ok());
+  EXPECT_EQ(s2.code(), "conflict");
+  EXPECT_TRUE(s3.ok());
+  EXPECT_EQ(Count(*db), 2);  // row 2 of the failed job is not there
+}
+
+TEST(Database, InjectedCommitFailureFailsTheWholeBatchAndLeavesNoTrace) {
+  dsh::testing::TempDir dir;
+  auto faults = std::make_shared<testing::Faults>();
+  auto factory = std::make_unique<testing::FaultyFactory>(Sqlite(dir.File("a.db")), faults);
+  auto db = std::move(Database::Open(std::move(factory), Notes()).value());
+  ASSERT_TRUE(db->WriteSync([](Tx& tx) { return Insert(tx, 100, "before"); }).ok());
+
+  WriterGate gate;
+  gate.Block(*db);
+  faults->fail_commits = 2;  // the gate's batch and the batch of 10 below
+  constexpr int kJobs = 10;
+  std::latch acked(kJobs);
+  std::vector<Status> results(kJobs);
+  for (int i = 0; i < kJobs; ++i) {
+    db->Write([i](Tx& tx) { return Insert(tx, i, "lost"); }, [&, i](Status st) {
+      results[i] = st;
+      acked.count_down();
+    });
+  }
+  gate.release.count_down();
+  acked.wait();
+  for (const auto& st : results) {
+    EXPECT_EQ(st.code(), "commit_failed");
+    EXPECT_NE(st.message().find("nothing of this write was saved"), std::string::npos);
+  }
+  EXPECT_EQ(Count(*db), 1);  // only the row from before
+  EXPECT_EQ(db->stats().failed_commits, 2u);
+
+  // The next batch succeeds.
+  ASSERT_TRUE(db->WriteSync([](Tx& tx) { return Insert(tx, 5, "after"); }).ok());
+  EXPECT_EQ(Count(*db), 2);
+}
+
+TEST(Database, ManyThreadsWritingConcurrentlyAllCommit) {
+  dsh::testing::TempDir dir;
+  auto db = std::move(Database::Open(Sqlite(dir.File("a.db")), Notes()).value());
+  constexpr int kThreads = 16, kPerThread = 50;
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        if (!db->WriteSync([=](Tx& tx) { return Insert(tx, t * 1000 + i, "x"); }).ok()) failures++;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(Count(*db), kThreads * kPerThread);
+  EXPECT_LT(db->stats().commits, static_cast<uint64_t>(kThreads * kPerThread));
+}
+
+TEST(Database, CloseDrainsQueuedWritesAndRefusesNewOnes) {
+  dsh::testing::TempDir dir;
+  auto db = std::move(Database::Open(Sqlite(dir.File("a.db")), Notes()).value());
+  WriterGate gate;
+  gate.Block(*db);
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 5; ++i) {
+    db->Write([i](Tx& tx) { return Insert(tx, i, "x"); }, [&](Status st) { ok += st.ok(); });
+  }
+  std::thread closer([&] { db->Close(); });
+  gate.release.count_down();
+  closer.join();
+  EXPECT_EQ(ok.load(), 5);
+  Status late;
+  db->Write([](Tx& tx) { return Insert(tx, 9, "x"); }, [&](Status st) { late = st; });
+  EXPECT_EQ(late.code(), "shutting_down");
+  db.reset();
+  auto reopened = std::move(Database::Open(Sqlite(dir.File("a.db")), Notes()).value());
+  EXPECT_EQ(Count(*reopened), 5);
+}
+
+TEST(Database, AJobThatThrowsBecomesAnInternalError) {
+  dsh::testing::TempDir dir;
+  auto db = std::move(Database::Open(Sqlite(dir.File("a.db")), Notes()).value());
+  Status st = db->WriteSync([](Tx&) -> Status { throw std::runtime_error("boom"); });
+  EXPECT_EQ(st.code(), "internal");
+  EXPECT_TRUE(db->WriteSync([](Tx& tx) { return Insert(tx, 1, "x"); }).ok());
+}
+
+TEST(SqliteConnection, ExpandsSqliteOnlyComments) {
+  EXPECT_EQ(ExpandSqliteComments("CREATE TABLE t (x BIGINT) /*sqlite: WITHOUT ROWID*/;"),
+            "CREATE TABLE t (x BIGINT)  WITHOUT ROWID;");
+  EXPECT_EQ(ExpandSqliteComments("SELECT 1 /* plain */"), "SELECT 1 /* plain */");
+}
+
+}  // namespace
+}  // namespace dsh::store

@@ -1,0 +1,189 @@
+#include "store/sqlite_connection.h"
+
+#include <sqlite3.h>
+
+#include <unordered_map>
+
+namespace dsh::store {
+namespace {
+
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
+class SqliteRow final : public Row {
+ public:
+  explicit SqliteRow(sqlite3_stmt* stmt) : stmt_(stmt) {}
+  int columns() const override { return sqlite3_column_count(stmt_); }
+  bool IsNull(int c) const override { return sqlite3_column_type(stmt_, c) == SQLITE_NULL; }
+  int64_t Int(int c) const override { return sqlite3_column_int64(stmt_, c); }
+  double Real(int c) const override { return sqlite3_column_double(stmt_, c); }
+  std::string_view Text(int c) const override {
+    const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, c));
+    if (p == nullptr) return {};
+    return std::string_view(p, static_cast<size_t>(sqlite3_column_bytes(stmt_, c)));
+  }
+
+ private:
+  sqlite3_stmt* stmt_;
+};
+
+class SqliteConnection final : public Connection {
+ public:
+  SqliteConnection(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+  ~SqliteConnection() override {
+    for (auto& [sql, stmt] : cache_) sqlite3_finalize(stmt);
+    sqlite3_close_v2(db_);
+  }
+
+  Result<int64_t> Exec(std::string_view sql, std::span<const Value> params) override {
+    DSH_ASSIGN_OR_RETURN(sqlite3_stmt * stmt, Prepare(sql, params));
+    int rc;
+    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    }
+    Status st = rc == SQLITE_DONE ? Status::Ok() : Error(rc, sql);
+    sqlite3_reset(stmt);
+    sqlite3_clear_bindings(stmt);
+    if (!st.ok()) return st;
+    return static_cast<int64_t>(sqlite3_changes64(db_));
+  }
+
+  Status Query(std::string_view sql, std::span<const Value> params, const RowFn& on_row) override {
+    DSH_ASSIGN_OR_RETURN(sqlite3_stmt * stmt, Prepare(sql, params));
+    SqliteRow row(stmt);
+    Status st;
+    int rc;
+    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+      st = on_row(row);
+      if (!st.ok()) break;
+    }
+    if (st.ok() && rc != SQLITE_DONE) st = Error(rc, sql);
+    sqlite3_reset(stmt);
+    sqlite3_clear_bindings(stmt);
+    return st;
+  }
+
+  Status BeginWrite() override { return Simple("BEGIN IMMEDIATE"); }
+  Status BeginRead() override { return Simple("BEGIN DEFERRED"); }
+  Status Commit() override { return Simple("COMMIT"); }
+  Status Rollback() override {
+    if (sqlite3_get_autocommit(db_)) return Status::Ok();  // no transaction open
+    return Simple("ROLLBACK");
+  }
+  Status Savepoint(std::string_view name) override { return Simple("SAVEPOINT " + std::string(name)); }
+  Status RollbackToSavepoint(std::string_view name) override {
+    return Simple("ROLLBACK TO SAVEPOINT " + std::string(name));
+  }
+  Status ReleaseSavepoint(std::string_view name) override { return Simple("RELEASE SAVEPOINT " + std::string(name)); }
+
+  Status Configure(const SqliteOptions& o) {
+    sqlite3_busy_timeout(db_, static_cast<int>(o.busy_timeout.count()));
+    DSH_RETURN_IF_ERROR(Simple("PRAGMA journal_mode=WAL"));
+    DSH_RETURN_IF_ERROR(Simple(o.synchronous == SqliteOptions::Synchronous::kFull ? "PRAGMA synchronous=FULL"
+                                                                                  : "PRAGMA synchronous=NORMAL"));
+    DSH_RETURN_IF_ERROR(Simple("PRAGMA foreign_keys=OFF"));
+    return Simple("PRAGMA temp_store=MEMORY");
+  }
+
+ private:
+  Status Simple(const std::string& sql) {
+    char* err = nullptr;
+    int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err);
+    if (rc == SQLITE_OK) return Status::Ok();
+    std::string msg = err ? err : sqlite3_errstr(rc);
+    sqlite3_free(err);
+    return Classify(rc, sql + ": " + msg);
+  }
+
+  Result<sqlite3_stmt*> Prepare(std::string_view sql, std::span<const Value> params) {
+    auto it = cache_.find(sql);
+    sqlite3_stmt* stmt = nullptr;
+    if (it != cache_.end()) {
+      stmt = it->second;
+    } else {
+      std::string expanded = ExpandSqliteComments(sql);
+      int rc = sqlite3_prepare_v3(db_, expanded.c_str(), static_cast<int>(expanded.size()), SQLITE_PREPARE_PERSISTENT,
+                                  &stmt, nullptr);
+      if (rc != SQLITE_OK) return Error(rc, sql);
+      cache_.emplace(std::string(sql), stmt);
+    }
+    if (static_cast<int>(params.size()) != sqlite3_bind_parameter_count(stmt)) {
+      return Internal("statement expects " + std::to_string(sqlite3_bind_parameter_count(stmt)) +
+                      " parameters, got " + std::to_string(params.size()) + ": " + std::string(sql));
+    }
+    for (size_t i = 0; i < params.size(); ++i) {
+      int idx = static_cast<int>(i) + 1;
+      int rc = std::visit(
+          [&](const auto& v) -> int {
+            using V = std::decay_t<decltype(v)>;
+            if constexpr (std::is_same_v<V, std::nullptr_t>) return sqlite3_bind_null(stmt, idx);
+            else if constexpr (std::is_same_v<V, int64_t>) return sqlite3_bind_int64(stmt, idx, v);
+            else if constexpr (std::is_same_v<V, double>) return sqlite3_bind_double(stmt, idx, v);
+            else return sqlite3_bind_text64(stmt, idx, v.data(), v.size(), SQLITE_STATIC, SQLITE_UTF8);
+          },
+          params[i]);
+      if (rc != SQLITE_OK) {
+        sqlite3_clear_bindings(stmt);
+        return Error(rc, sql);
+      }
+    }
+    return stmt;
+  }
+
+  Status Error(int rc, std::string_view sql) {
+    std::string msg = sqlite3_errmsg(db_);
+    std::string s(sql.substr(0, 120));
+    return Classify(rc, msg + " (in: " + s + ")");
+  }
+
+  static Status Classify(int rc, std::string msg) {
+    switch (rc & 0xff) {
+      case SQLITE_CONSTRAINT: return Status(codes::kConflict, std::move(msg));
+      case SQLITE_BUSY:
+      case SQLITE_LOCKED: return Status(codes::kUnavailable, "database is busy: " + msg);
+      default: return Status(codes::kStorage, std::move(msg));
+    }
+  }
+
+  sqlite3* db_;
+  std::string path_;
+  std::unordered_map<std::string, sqlite3_stmt*, StringHash, std::equal_to<>> cache_;
+};
+
+}  // namespace
+
+std::string ExpandSqliteComments(std::string_view sql) {
+  static constexpr std::string_view kOpen = "/*sqlite:";
+  std::string out;
+  out.reserve(sql.size());
+  size_t pos = 0;
+  while (true) {
+    size_t start = sql.find(kOpen, pos);
+    if (start == std::string_view::npos) break;
+    size_t end = sql.find("*/", start);
+    if (end == std::string_view::npos) break;
+    out.append(sql.substr(pos, start - pos));
+    out.append(sql.substr(start + kOpen.size(), end - start - kOpen.size()));
+    pos = end + 2;
+  }
+  out.append(sql.substr(pos));
+  return out;
+}
+
+Result<std::unique_ptr<Connection>> SqliteConnectionFactory::Open() {
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(options_.path.c_str(), &db,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    sqlite3_close_v2(db);
+    return Status(codes::kStorage, "cannot open " + options_.path + ": " + msg);
+  }
+  auto conn = std::make_unique<SqliteConnection>(db, options_.path);
+  Status st = conn->Configure(options_);
+  if (!st.ok()) return st.WithContext("cannot configure " + options_.path);
+  return std::unique_ptr<Connection>(std::move(conn));
+}
+
+}  // namespace dsh::store

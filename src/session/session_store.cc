@@ -1,0 +1,389 @@
+#include "session/session_store.h"
+
+#include "base/ids.h"
+
+namespace dsh::session {
+namespace {
+
+using store::Row;
+using store::Tx;
+using store::Value;
+
+constexpr const char* kHeaderColumns =
+    "id, created_at, updated_at, cwd, preset, provider, model, reasoning_effort, time_zone, parent_id, "
+    "seed_length, delegation_depth, origin, last_seq";
+
+std::optional<std::string> OptText(const Row& row, int c) {
+  if (row.IsNull(c)) return std::nullopt;
+  return row.String(c);
+}
+
+Value OptValue(const std::optional<std::string>& s) {
+  if (!s) return nullptr;
+  return std::string_view(*s);
+}
+
+SessionHeader HeaderFromRow(const Row& row) {
+  SessionHeader h;
+  h.id = row.String(0);
+  h.created_at = row.Int(1);
+  h.updated_at = row.Int(2);
+  h.cwd = OptText(row, 3);
+  h.preset = OptText(row, 4);
+  h.route.provider = row.String(5);
+  h.route.model = row.String(6);
+  h.route.reasoning_effort = OptText(row, 7);
+  h.time_zone = row.String(8);
+  h.parent_id = OptText(row, 9);
+  h.seed_length = row.Int(10);
+  h.delegation_depth = row.Int(11);
+  h.origin = row.String(12);
+  h.last_seq = row.Int(13);
+  return h;
+}
+
+Status Unknown(const std::string& id) { return NotFound("no session with id '" + id + "'"); }
+
+Result<SessionHeader> GetTx(Tx& tx, const std::string& id) {
+  std::optional<SessionHeader> h;
+  DSH_RETURN_IF_ERROR(tx.Query(std::string("SELECT ") + kHeaderColumns + " FROM sessions WHERE id = ?",
+                               {std::string_view(id)}, [&](const Row& row) {
+                                 h = HeaderFromRow(row);
+                                 return Status::Ok();
+                               }));
+  if (!h) return Unknown(id);
+  return *h;
+}
+
+Status ValidateNew(const NewSession& s) {
+  if (s.id && s.id->empty()) return InvalidArguments("session id must not be empty");
+  if (s.route.provider.empty() || s.route.model.empty()) {
+    return InvalidArguments("a session needs a model route with a provider and a model");
+  }
+  if (s.route.reasoning_effort && s.route.reasoning_effort->empty()) {
+    return InvalidArguments("reasoning effort must not be empty when given");
+  }
+  if (s.time_zone.empty()) return InvalidArguments("a session needs a time zone");
+  if (s.origin.empty()) return InvalidArguments("a session needs an origin");
+  if (s.delegation_depth < 0) return InvalidArguments("delegation depth must not be negative");
+  return Status::Ok();
+}
+
+Result<SessionHeader> CreateTx(Tx& tx, const NewSession& s, int64_t now, const Clock& clock,
+                               const std::optional<std::string>& parent_id = std::nullopt, int64_t seed_length = 0) {
+  DSH_RETURN_IF_ERROR(ValidateNew(s));
+  SessionHeader h;
+  h.id = s.id ? *s.id : NewId("ses_", clock);
+  h.created_at = now;
+  h.updated_at = now;
+  h.cwd = s.cwd;
+  h.preset = s.preset;
+  h.route = s.route;
+  h.time_zone = s.time_zone;
+  h.parent_id = parent_id;
+  h.seed_length = seed_length;
+  h.delegation_depth = s.delegation_depth;
+  h.origin = s.origin;
+  h.last_seq = seed_length;
+  DSH_ASSIGN_OR_RETURN(
+      int64_t changed,
+      tx.Exec("INSERT INTO sessions (id, created_at, updated_at, cwd, preset, provider, model, reasoning_effort, "
+              "time_zone, parent_id, seed_length, delegation_depth, origin, last_seq) "
+              "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+              {std::string_view(h.id), h.created_at, h.updated_at, OptValue(h.cwd), OptValue(h.preset),
+               std::string_view(h.route.provider), std::string_view(h.route.model),
+               OptValue(h.route.reasoning_effort), std::string_view(h.time_zone), OptValue(h.parent_id),
+               h.seed_length, h.delegation_depth, std::string_view(h.origin), h.last_seq}));
+  if (changed == 0) return Status(codes::kAlreadyExists, "a session with id '" + h.id + "' already exists");
+  return h;
+}
+
+const char* TitleColumn(std::string_view type) {
+  if (type == event_types::kTitleUser) return "title_user";
+  if (type == event_types::kTitleGenerated) return "title_generated";
+  if (type == event_types::kTitleFallback) return "title_fallback";
+  return nullptr;
+}
+
+Status ValidateDraft(const EventDraft& d) {
+  if (d.type.empty()) return InvalidArguments("event type must not be empty");
+  if (!d.data.is_object()) return InvalidArguments("event data of '" + d.type + "' must be a JSON object");
+  if (TitleColumn(d.type) != nullptr) {
+    auto it = d.data.find("title");
+    if (it == d.data.end() || !it->is_string() || it->get<std::string>().empty()) {
+      return InvalidArguments("a '" + d.type + "' event needs a non-empty string `title`");
+    }
+  }
+  return Status::Ok();
+}
+
+Status UpdateTitle(Tx& tx, const std::string& id, std::string_view type, const std::string& title) {
+  const char* column = TitleColumn(type);
+  if (column == nullptr) return Status::Ok();
+  std::string sql = std::string("UPDATE sessions SET ") + column + " = ? WHERE id = ?";
+  return tx.Exec(sql, {std::string_view(title), std::string_view(id)}).status();
+}
+
+Result<std::vector<Event>> AppendTx(Tx& tx, const std::string& id, std::vector<EventDraft>& drafts, int64_t now) {
+  if (drafts.empty()) return InvalidArguments("nothing to append");
+  for (auto& d : drafts) {
+    if (d.data.is_null()) d.data = Json::object();  // `{}` in C++ brace-init is null
+  }
+  for (const auto& d : drafts) DSH_RETURN_IF_ERROR(ValidateDraft(d));
+  auto n = static_cast<int64_t>(drafts.size());
+  std::optional<int64_t> last;
+  DSH_RETURN_IF_ERROR(tx.Query(
+      "UPDATE sessions SET last_seq = last_seq + ?, "
+      "updated_at = CASE WHEN updated_at > ? THEN updated_at ELSE ? END WHERE id = ? RETURNING last_seq",
+      {n, now, now, std::string_view(id)}, [&](const Row& row) {
+        last = row.Int(0);
+        return Status::Ok();
+      }));
+  if (!last) return Unknown(id);
+  std::vector<Event> out;
+  out.reserve(drafts.size());
+  int64_t seq = *last - n;
+  for (const auto& d : drafts) {
+    ++seq;
+    std::string data = DumpJson(d.data);
+    DSH_RETURN_IF_ERROR(tx.Exec("INSERT INTO events (session_id, seq, type, at, data) VALUES (?, ?, ?, ?, ?)",
+                                {std::string_view(id), seq, std::string_view(d.type), now, std::string_view(data)})
+                            .status());
+    if (TitleColumn(d.type) != nullptr) {
+      DSH_RETURN_IF_ERROR(UpdateTitle(tx, id, d.type, d.data["title"].get<std::string>()));
+    }
+    out.push_back(Event{seq, d.type, now, d.data});
+  }
+  return out;
+}
+
+Result<Event> EventFromRow(const std::string& session_id, const Row& row) {
+  Event e;
+  e.seq = row.Int(0);
+  e.type = row.String(1);
+  e.at = row.Int(2);
+  auto data = ParseJson(row.Text(3));
+  if (!data.ok() || !data->is_object()) {
+    return Status(codes::kCorruptEvent, "session " + session_id + " seq " + std::to_string(e.seq) + " (" + e.type +
+                                            "): stored data is not a JSON object" +
+                                            (data.ok() ? "" : " (" + data.status().message() + ")"));
+  }
+  e.data = std::move(data).value();
+  return e;
+}
+
+Result<std::vector<Event>> ReadEventsTx(Tx& tx, const std::string& id, int64_t after_seq, int64_t limit) {
+  if (limit <= 0) return InvalidArguments("limit must be positive");
+  DSH_RETURN_IF_ERROR(GetTx(tx, id).status());
+  std::vector<Event> out;
+  DSH_RETURN_IF_ERROR(
+      tx.Query("SELECT seq, type, at, data FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+               {std::string_view(id), after_seq, limit}, [&](const Row& row) -> Status {
+                 DSH_ASSIGN_OR_RETURN(Event e, EventFromRow(id, row));
+                 out.push_back(std::move(e));
+                 return Status::Ok();
+               }));
+  return out;
+}
+
+Result<std::vector<SessionHeader>> ListRecentTx(Tx& tx, int64_t limit) {
+  if (limit <= 0) return InvalidArguments("limit must be positive");
+  std::vector<SessionHeader> out;
+  DSH_RETURN_IF_ERROR(tx.Query(std::string("SELECT ") + kHeaderColumns +
+                                   " FROM sessions ORDER BY updated_at DESC, id ASC LIMIT ?",
+                               {limit}, [&](const Row& row) {
+                                 out.push_back(HeaderFromRow(row));
+                                 return Status::Ok();
+                               }));
+  return out;
+}
+
+Result<SessionHeader> ForkTx(Tx& tx, const std::string& parent_id, int64_t seed_length, const NewSession& child,
+                             int64_t now, const Clock& clock) {
+  DSH_ASSIGN_OR_RETURN(SessionHeader parent, GetTx(tx, parent_id));
+  if (seed_length < 0 || seed_length > parent.last_seq) {
+    return InvalidArguments("seed length " + std::to_string(seed_length) + " is outside 0.." +
+                            std::to_string(parent.last_seq) + " of session " + parent_id);
+  }
+  DSH_ASSIGN_OR_RETURN(SessionHeader h, CreateTx(tx, child, now, clock, parent_id, seed_length));
+  DSH_RETURN_IF_ERROR(tx.Exec("INSERT INTO events (session_id, seq, type, at, data) "
+                              "SELECT ?, seq, type, at, data FROM events WHERE session_id = ? AND seq <= ?",
+                              {std::string_view(h.id), std::string_view(parent_id), seed_length})
+                          .status());
+  // Title snapshot of the inherited prefix.
+  std::vector<std::pair<std::string, std::string>> titles;
+  DSH_RETURN_IF_ERROR(tx.Query(
+      "SELECT type, data, seq FROM events WHERE session_id = ? AND seq <= ? AND type IN (?, ?, ?) ORDER BY seq",
+      {std::string_view(h.id), seed_length, event_types::kTitleUser, event_types::kTitleGenerated,
+       event_types::kTitleFallback},
+      [&](const Row& row) -> Status {
+        auto data = ParseJson(row.Text(1));
+        if (data.ok() && data->is_object() && data->contains("title") && (*data)["title"].is_string()) {
+          titles.emplace_back(row.String(0), (*data)["title"].get<std::string>());
+        }
+        return Status::Ok();
+      }));
+  for (const auto& [type, title] : titles) DSH_RETURN_IF_ERROR(UpdateTitle(tx, h.id, type, title));
+  return h;
+}
+
+Result<std::map<std::string, Titles>> ReadTitlesTx(Tx& tx, const std::vector<std::string>& ids) {
+  std::map<std::string, Titles> out;
+  constexpr size_t kChunk = 256;
+  for (size_t start = 0; start < ids.size(); start += kChunk) {
+    size_t n = std::min(kChunk, ids.size() - start);
+    // Pad to a power of two so only a handful of distinct statements exist.
+    size_t padded = 1;
+    while (padded < n) padded *= 2;
+    std::string sql = "SELECT id, title_user, title_generated, title_fallback FROM sessions WHERE id IN (";
+    std::vector<Value> params;
+    params.reserve(padded);
+    for (size_t i = 0; i < padded; ++i) {
+      sql += i ? ", ?" : "?";
+      params.emplace_back(std::string_view(ids[start + std::min(i, n - 1)]));
+    }
+    sql += ")";
+    DSH_RETURN_IF_ERROR(tx.Query(sql, params, [&](const Row& row) {
+      Titles t{OptText(row, 1), OptText(row, 2), OptText(row, 3)};
+      out[row.String(0)] = std::move(t);
+      return Status::Ok();
+    }));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<store::Migration> SessionStore::Migrations() {
+  return {
+      {"session",
+       1,
+       {
+           "CREATE TABLE sessions ("
+           " id TEXT PRIMARY KEY,"
+           " created_at BIGINT NOT NULL,"
+           " updated_at BIGINT NOT NULL,"
+           " cwd TEXT,"
+           " preset TEXT,"
+           " provider TEXT NOT NULL,"
+           " model TEXT NOT NULL,"
+           " reasoning_effort TEXT,"
+           " time_zone TEXT NOT NULL,"
+           " parent_id TEXT,"
+           " seed_length BIGINT NOT NULL,"
+           " delegation_depth BIGINT NOT NULL,"
+           " origin TEXT NOT NULL,"
+           " last_seq BIGINT NOT NULL,"
+           " title_user TEXT,"
+           " title_generated TEXT,"
+           " title_fallback TEXT)",
+           "CREATE INDEX sessions_by_update ON sessions (updated_at DESC, id)",
+           "CREATE TABLE events ("
+           " session_id TEXT NOT NULL,"
+           " seq BIGINT NOT NULL,"
+           " type TEXT NOT NULL,"
+           " at BIGINT NOT NULL,"
+           " data TEXT NOT NULL,"
+           " PRIMARY KEY (session_id, seq)) /*sqlite: WITHOUT ROWID*/",
+       }},
+  };
+}
+
+template <typename T>
+void SessionStore::WriteAsync(std::function<Result<T>(store::Tx&)> job, Callback<T> done) {
+  auto out = std::make_shared<std::optional<T>>();
+  db_.Write(
+      [job = std::move(job), out](store::Tx& tx) -> Status {
+        auto r = job(tx);
+        if (!r.ok()) return r.status();
+        *out = std::move(r).value();
+        return Status::Ok();
+      },
+      [out, done = std::move(done)](Status st) {
+        if (!st.ok()) return done(st);
+        done(std::move(**out));
+      });
+}
+
+template <typename T>
+void SessionStore::ReadAsync(std::function<Result<T>(store::Tx&)> job, Callback<T> done) {
+  auto out = std::make_shared<std::optional<T>>();
+  db_.Read(
+      [job = std::move(job), out](store::Tx& tx) -> Status {
+        auto r = job(tx);
+        if (!r.ok()) return r.status();
+        *out = std::move(r).value();
+        return Status::Ok();
+      },
+      [out, done = std::move(done)](Status st) {
+        if (!st.ok()) return done(st);
+        done(std::move(**out));
+      });
+}
+
+Result<SessionHeader> SessionStore::Create(const NewSession& s) {
+  return db_.WriteValue<SessionHeader>(
+      [&](Tx& tx) { return CreateTx(tx, s, ToUnixMillis(clock_.Now()), clock_); });
+}
+
+void SessionStore::CreateAsync(NewSession s, Callback<SessionHeader> done) {
+  WriteAsync<SessionHeader>(
+      [this, s = std::move(s)](Tx& tx) { return CreateTx(tx, s, ToUnixMillis(clock_.Now()), clock_); },
+      std::move(done));
+}
+
+Result<std::vector<Event>> SessionStore::Append(const std::string& id, std::vector<EventDraft> events) {
+  return db_.WriteValue<std::vector<Event>>(
+      [&](Tx& tx) { return AppendTx(tx, id, events, ToUnixMillis(clock_.Now())); });
+}
+
+void SessionStore::AppendAsync(std::string id, std::vector<EventDraft> events, Callback<std::vector<Event>> done) {
+  WriteAsync<std::vector<Event>>(
+      [this, id = std::move(id), events = std::move(events)](Tx& tx) mutable {
+        return AppendTx(tx, id, events, ToUnixMillis(clock_.Now()));
+      },
+      std::move(done));
+}
+
+Result<SessionHeader> SessionStore::Get(const std::string& id) {
+  return db_.ReadValue<SessionHeader>([&](Tx& tx) { return GetTx(tx, id); });
+}
+
+void SessionStore::GetAsync(std::string id, Callback<SessionHeader> done) {
+  ReadAsync<SessionHeader>([id = std::move(id)](Tx& tx) { return GetTx(tx, id); }, std::move(done));
+}
+
+Result<std::vector<Event>> SessionStore::ReadEvents(const std::string& id, int64_t after_seq, int64_t limit) {
+  return db_.ReadValue<std::vector<Event>>([&](Tx& tx) { return ReadEventsTx(tx, id, after_seq, limit); });
+}
+
+void SessionStore::ReadEventsAsync(std::string id, int64_t after_seq, int64_t limit,
+                                   Callback<std::vector<Event>> done) {
+  ReadAsync<std::vector<Event>>(
+      [id = std::move(id), after_seq, limit](Tx& tx) { return ReadEventsTx(tx, id, after_seq, limit); },
+      std::move(done));
+}
+
+Result<std::vector<SessionHeader>> SessionStore::ListRecent(int64_t limit) {
+  return db_.ReadValue<std::vector<SessionHeader>>([&](Tx& tx) { return ListRecentTx(tx, limit); });
+}
+
+void SessionStore::ListRecentAsync(int64_t limit, Callback<std::vector<SessionHeader>> done) {
+  ReadAsync<std::vector<SessionHeader>>([limit](Tx& tx) { return ListRecentTx(tx, limit); }, std::move(done));
+}
+
+Result<SessionHeader> SessionStore::Fork(const std::string& parent_id, int64_t seed_length, const NewSession& child) {
+  return db_.WriteValue<SessionHeader>(
+      [&](Tx& tx) { return ForkTx(tx, parent_id, seed_length, child, ToUnixMillis(clock_.Now()), clock_); });
+}
+
+Result<std::map<std::string, Titles>> SessionStore::ReadTitles(const std::vector<std::string>& ids) {
+  return db_.ReadValue<std::map<std::string, Titles>>([&](Tx& tx) { return ReadTitlesTx(tx, ids); });
+}
+
+void SessionStore::ReadTitlesAsync(std::vector<std::string> ids, Callback<std::map<std::string, Titles>> done) {
+  ReadAsync<std::map<std::string, Titles>>([ids = std::move(ids)](Tx& tx) { return ReadTitlesTx(tx, ids); },
+                                          std::move(done));
+}
+
+}  // namespace dsh::session

@@ -1,0 +1,83 @@
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/status.h"
+#include "session/event.h"
+#include "session/session_header.h"
+#include "session/titles.h"
+#include "store/database.h"
+
+namespace dsh::session {
+
+// Durable sessions: headers and append-only event logs in the profile
+// database (tables `sessions` and `events`, docs/STORAGE.md).
+//
+// Every operation exists in two forms: a blocking one (for worker threads,
+// tests and the CLI; it blocks the caller, so never call it on an I/O thread)
+// and an `...Async` one whose callback runs on a database thread after the
+// outcome is known (post to your own strand from it; don't block in it).
+//
+// Writes are acknowledged only after COMMIT returned; concurrent appends
+// share commits (store::Database group commit). Errors: `not_found` for an
+// unknown session, `already_exists` for a duplicate id, `invalid_arguments`
+// for bad input, `corrupt_event` naming session and seq when a stored event
+// does not decode, `commit_failed`/`storage_error` from the store.
+//
+// Thread-safe.
+class SessionStore {
+ public:
+  template <typename T>
+  using Callback = std::function<void(Result<T>)>;
+
+  // The migrations of the "session" schema module.
+  static std::vector<store::Migration> Migrations();
+
+  SessionStore(store::Database& db, const Clock& clock) : db_(db), clock_(clock) {}
+
+  // Creates an empty session (updated_at = created_at = now).
+  Result<SessionHeader> Create(const NewSession& s);
+  void CreateAsync(NewSession s, Callback<SessionHeader> done);
+
+  // Appends `events` atomically (all or none) with consecutive seqs after the
+  // session's last one; returns them as stored. Title events also update the
+  // session's title snapshot in the same transaction.
+  Result<std::vector<Event>> Append(const std::string& session_id, std::vector<EventDraft> events);
+  void AppendAsync(std::string session_id, std::vector<EventDraft> events, Callback<std::vector<Event>> done);
+
+  Result<SessionHeader> Get(const std::string& session_id);
+  void GetAsync(std::string session_id, Callback<SessionHeader> done);
+
+  // Events with seq > after_seq, oldest first, at most `limit` (> 0).
+  Result<std::vector<Event>> ReadEvents(const std::string& session_id, int64_t after_seq, int64_t limit);
+  void ReadEventsAsync(std::string session_id, int64_t after_seq, int64_t limit, Callback<std::vector<Event>> done);
+
+  // The `limit` most recently updated sessions: updated_at descending, ties
+  // by id ascending.
+  Result<std::vector<SessionHeader>> ListRecent(int64_t limit);
+  void ListRecentAsync(int64_t limit, Callback<std::vector<SessionHeader>> done);
+
+  // A new session whose events 1..seed_length are copies of the parent's;
+  // records parent_id and seed_length. 0 <= seed_length <= parent's last_seq.
+  Result<SessionHeader> Fork(const std::string& parent_id, int64_t seed_length, const NewSession& child);
+
+  // Title snapshots of many sessions in one read; unknown ids are absent
+  // from the result. Touches no agent and generates nothing.
+  Result<std::map<std::string, Titles>> ReadTitles(const std::vector<std::string>& session_ids);
+  void ReadTitlesAsync(std::vector<std::string> session_ids, Callback<std::map<std::string, Titles>> done);
+
+ private:
+  template <typename T>
+  void WriteAsync(std::function<Result<T>(store::Tx&)> job, Callback<T> done);
+  template <typename T>
+  void ReadAsync(std::function<Result<T>(store::Tx&)> job, Callback<T> done);
+
+  store::Database& db_;
+  const Clock& clock_;
+};
+
+}  // namespace dsh::session

@@ -1,0 +1,249 @@
+#include "session/session_store.h"
+
+#include <gtest/gtest.h>
+
+#include <future>
+#include <thread>
+
+#include "base/testing/temp_dir.h"
+#include "store/sqlite_connection.h"
+
+namespace dsh::session {
+namespace {
+
+using namespace std::chrono_literals;
+
+class SessionStoreTest : public ::testing::Test {
+ protected:
+  SessionStoreTest() {
+    Reopen();
+  }
+  void Reopen() {
+    store_.reset();
+    db_.reset();
+    auto db = store::Database::Open(
+        std::make_unique<store::SqliteConnectionFactory>(store::SqliteOptions{.path = dir_.File("dsh.db")}),
+        SessionStore::Migrations());
+    EXPECT_TRUE(db.ok()) << db.status().ToString();
+    db_ = std::move(db).value();
+    store_ = std::make_unique<SessionStore>(*db_, clock_);
+  }
+  SessionHeader NewOne(NewSession s = {}) {
+    if (s.route.provider.empty()) s.route = {"echo", "echo", std::nullopt};
+    auto h = store_->Create(s);
+    EXPECT_TRUE(h.ok()) << h.status().ToString();
+    return *h;
+  }
+
+  dsh::testing::TempDir dir_;
+  FakeClock clock_;
+  std::unique_ptr<store::Database> db_;
+  std::unique_ptr<SessionStore> store_;
+};
+
+TEST_F(SessionStoreTest, CreatesAHeaderWithEverythingTheCallerChose) {
+  SessionHeader h = NewOne({.id = "s1",
+                            .cwd = "/tmp",
+                            .preset = "coder",
+                            .route = {"openai", "gpt-x", "high"},
+                            .time_zone = "Asia/Shanghai",
+                            .delegation_depth = 2,
+                            .origin = "session_create"});
+  auto got = store_->Get("s1");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(*got, h);
+  EXPECT_EQ(got->cwd, "/tmp");
+  EXPECT_EQ(got->route.reasoning_effort, "high");
+  EXPECT_EQ(got->time_zone, "Asia/Shanghai");
+  EXPECT_EQ(got->created_at, ToUnixMillis(clock_.Now()));
+  EXPECT_EQ(got->updated_at, got->created_at);
+  EXPECT_EQ(got->last_seq, 0);
+  EXPECT_FALSE(got->parent_id.has_value());
+}
+
+TEST_F(SessionStoreTest, GeneratesIdsAndRefusesDuplicates) {
+  SessionHeader a = NewOne();
+  EXPECT_EQ(a.id.rfind("ses_", 0), 0u);
+  auto dup = store_->Create(NewSession{.id = a.id, .route = {"echo", "echo"}});
+  EXPECT_EQ(dup.status().code(), "already_exists");
+}
+
+TEST_F(SessionStoreTest, RejectsAHeaderWithoutModelRoute) {
+  auto r = store_->Create(NewSession{});
+  EXPECT_EQ(r.status().code(), "invalid_arguments");
+}
+
+TEST_F(SessionStoreTest, AppendAssignsConsecutiveSeqsAndUpdatesUpdatedAt) {
+  SessionHeader h = NewOne();
+  clock_.Advance(5s);
+  auto first = store_->Append(h.id, {{"message/user", {{"text", "hi"}}}});
+  ASSERT_TRUE(first.ok());
+  clock_.Advance(5s);
+  auto more = store_->Append(h.id, {{"message/assistant", {{"text", "a"}}}, {"x/y", {{"k", 1}}}});
+  ASSERT_TRUE(more.ok());
+  EXPECT_EQ((*first)[0].seq, 1);
+  EXPECT_EQ((*more)[0].seq, 2);
+  EXPECT_EQ((*more)[1].seq, 3);
+  auto got = store_->Get(h.id);
+  EXPECT_EQ(got->last_seq, 3);
+  EXPECT_EQ(got->updated_at, ToUnixMillis(clock_.Now()));
+  EXPECT_EQ(got->updated_at, (*more)[1].at);
+}
+
+TEST_F(SessionStoreTest, UpdatedAtNeverMovesBackWhenTheWallClockDoes) {
+  SessionHeader h = NewOne();
+  ASSERT_TRUE(store_->Append(h.id, {{"x/y", {}}}).ok());
+  int64_t before = store_->Get(h.id)->updated_at;
+  clock_.StepWall(-1h);
+  ASSERT_TRUE(store_->Append(h.id, {{"x/y", {}}}).ok());
+  EXPECT_EQ(store_->Get(h.id)->updated_at, before);
+}
+
+TEST_F(SessionStoreTest, AppendToAnUnknownSessionIsNotFoundAndWritesNothing) {
+  auto r = store_->Append("nope", {{"x/y", {}}});
+  EXPECT_EQ(r.status().code(), "not_found");
+  EXPECT_NE(r.status().message().find("nope"), std::string::npos);
+}
+
+TEST_F(SessionStoreTest, RejectsBadEventsWithoutWritingAny) {
+  SessionHeader h = NewOne();
+  EXPECT_EQ(store_->Append(h.id, {}).status().code(), "invalid_arguments");
+  EXPECT_EQ(store_->Append(h.id, {{"", {}}}).status().code(), "invalid_arguments");
+  EXPECT_EQ(store_->Append(h.id, {{"x/y", Json::object()}, {"x/y", Json::array()}}).status().code(), "invalid_arguments");
+  EXPECT_EQ(store_->Append(h.id, {{"title/user", {{"title", ""}}}}).status().code(), "invalid_arguments");
+  EXPECT_EQ(store_->Get(h.id)->last_seq, 0);
+}
+
+TEST_F(SessionStoreTest, ReadsAWindowBySeq) {
+  SessionHeader h = NewOne();
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(store_->Append(h.id, {{"x/y", {{"i", i}}}}).ok());
+  auto w = store_->ReadEvents(h.id, 3, 4);
+  ASSERT_TRUE(w.ok());
+  ASSERT_EQ(w->size(), 4u);
+  EXPECT_EQ((*w)[0].seq, 4);
+  EXPECT_EQ((*w)[3].seq, 7);
+  EXPECT_EQ((*w)[0].data["i"], 3);
+  EXPECT_EQ(store_->ReadEvents(h.id, 10, 5)->size(), 0u);
+  EXPECT_EQ(store_->ReadEvents("nope", 0, 5).status().code(), "not_found");
+}
+
+TEST_F(SessionStoreTest, EventsSurviveReopening) {
+  SessionHeader h = NewOne();
+  ASSERT_TRUE(store_->Append(h.id, {{"message/user", {{"text", "persist me"}}}}).ok());
+  Reopen();
+  auto w = store_->ReadEvents(h.id, 0, 10);
+  ASSERT_TRUE(w.ok());
+  ASSERT_EQ(w->size(), 1u);
+  EXPECT_EQ((*w)[0].data["text"], "persist me");
+}
+
+TEST_F(SessionStoreTest, ListsByUpdatedAtDescendingWithTiesById) {
+  SessionHeader a = NewOne({.id = "b"});
+  SessionHeader b = NewOne({.id = "a"});  // same created_at as "b": tie broken by id
+  clock_.Advance(1s);
+  SessionHeader c = NewOne({.id = "c"});
+  clock_.Advance(1s);
+  ASSERT_TRUE(store_->Append("b", {{"x/y", {}}}).ok());  // "b" is now the most recent
+  auto list = store_->ListRecent(10);
+  ASSERT_TRUE(list.ok());
+  std::vector<std::string> ids;
+  for (const auto& h : *list) ids.push_back(h.id);
+  EXPECT_EQ(ids, (std::vector<std::string>{"b", "c", "a"}));
+  EXPECT_EQ(store_->ListRecent(2)->size(), 2u);
+  EXPECT_EQ(store_->ListRecent(0).status().code(), "invalid_arguments");
+}
+
+TEST_F(SessionStoreTest, ForkCopiesThePrefixAndRecordsTheSeed) {
+  SessionHeader p = NewOne({.preset = "p"});
+  ASSERT_TRUE(store_->Append(p.id, {{"message/user", {{"text", "one"}}}, {"title/fallback", {{"title", "one"}}},
+                                    {"message/assistant", {{"text", "two"}}}})
+                  .ok());
+  auto child = store_->Fork(p.id, 2, NewSession{.route = p.route, .origin = "fork"});
+  ASSERT_TRUE(child.ok()) << child.status().ToString();
+  EXPECT_EQ(child->parent_id, p.id);
+  EXPECT_EQ(child->seed_length, 2);
+  EXPECT_EQ(child->last_seq, 2);
+  auto events = store_->ReadEvents(child->id, 0, 10);
+  ASSERT_EQ(events->size(), 2u);
+  EXPECT_EQ((*events)[0].data["text"], "one");
+  auto appended = store_->Append(child->id, {{"message/user", {{"text", "mine"}}}});
+  EXPECT_EQ((*appended)[0].seq, 3);
+  EXPECT_EQ(store_->ReadEvents(p.id, 0, 10)->size(), 3u);  // the parent is untouched
+  EXPECT_EQ(store_->ReadTitles({child->id})->at(child->id).Effective(), "one");
+  EXPECT_EQ(store_->Fork(p.id, 4, NewSession{.route = p.route}).status().code(), "invalid_arguments");
+  EXPECT_EQ(store_->Fork("nope", 0, NewSession{.route = p.route}).status().code(), "not_found");
+}
+
+TEST_F(SessionStoreTest, TitlePrecedenceIsUserThenGeneratedThenFallback) {
+  SessionHeader h = NewOne();
+  auto title = [&] { return store_->ReadTitles({h.id})->at(h.id).Effective(); };
+  EXPECT_EQ(title(), std::nullopt);
+  ASSERT_TRUE(store_->Append(h.id, {{"title/fallback", {{"title", "fallback"}}}}).ok());
+  EXPECT_EQ(title(), "fallback");
+  ASSERT_TRUE(store_->Append(h.id, {{"title/user", {{"title", "renamed"}}}}).ok());
+  EXPECT_EQ(title(), "renamed");
+  ASSERT_TRUE(store_->Append(h.id, {{"title/generated", {{"title", "generated"}}}}).ok());
+  EXPECT_EQ(title(), "renamed");  // a later generated title does not beat the user's
+  ASSERT_TRUE(store_->Append(h.id, {{"title/user", {{"title", "renamed again"}}}}).ok());
+  EXPECT_EQ(title(), "renamed again");
+}
+
+TEST_F(SessionStoreTest, ReadsTitlesOfManySessionsInOneCall) {
+  std::vector<std::string> ids;
+  for (int i = 0; i < 600; ++i) {
+    SessionHeader h = NewOne();
+    ids.push_back(h.id);
+    if (i % 2 == 0) {
+      ASSERT_TRUE(store_->Append(h.id, {{"title/generated", {{"title", "t" + std::to_string(i)}}}}).ok());
+    }
+  }
+  ids.push_back("unknown");
+  auto titles = store_->ReadTitles(ids);
+  ASSERT_TRUE(titles.ok());
+  EXPECT_EQ(titles->size(), 600u);
+  EXPECT_EQ(titles->at(ids[0]).Effective(), "t0");
+  EXPECT_EQ(titles->at(ids[1]).Effective(), std::nullopt);
+  EXPECT_EQ(titles->at(ids[598]).generated, "t598");
+  EXPECT_EQ(titles->count("unknown"), 0u);
+}
+
+TEST_F(SessionStoreTest, ACorruptStoredEventIsAClearErrorNamingSessionAndSeq) {
+  SessionHeader h = NewOne();
+  ASSERT_TRUE(store_->Append(h.id, {{"x/y", {}}, {"x/y", {}}}).ok());
+  ASSERT_TRUE(db_->WriteSync([&](store::Tx& tx) {
+    return tx.Exec("UPDATE events SET data = '{broken' WHERE session_id = ? AND seq = 2", {std::string_view(h.id)})
+        .status();
+  }).ok());
+  auto r = store_->ReadEvents(h.id, 0, 10);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), "corrupt_event");
+  EXPECT_NE(r.status().message().find("session " + h.id + " seq 2"), std::string::npos) << r.status().message();
+  EXPECT_TRUE(store_->ReadEvents(h.id, 0, 1).ok());  // the window before it still reads
+}
+
+TEST_F(SessionStoreTest, AsyncFormsCompleteAfterCommit) {
+  SessionHeader h = NewOne();
+  std::promise<Result<std::vector<Event>>> done;
+  store_->AppendAsync(h.id, {{"x/y", {{"a", 1}}}}, [&](Result<std::vector<Event>> r) { done.set_value(std::move(r)); });
+  auto r = done.get_future().get();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(store_->Get(h.id)->last_seq, 1);
+}
+
+TEST_F(SessionStoreTest, ConcurrentAppendersGetDistinctContiguousSeqs) {
+  SessionHeader h = NewOne();
+  constexpr int kThreads = 8, kEach = 50;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kEach; ++i) ASSERT_TRUE(store_->Append(h.id, {{"x/y", {}}}).ok());
+    });
+  }
+  for (auto& t : threads) t.join();
+  auto all = store_->ReadEvents(h.id, 0, 10000);
+  ASSERT_EQ(all->size(), static_cast<size_t>(kThreads * kEach));
+  for (size_t i = 0; i < all->size(); ++i) EXPECT_EQ((*all)[i].seq, static_cast<int64_t>(i + 1));
+}
+
+}  // namespace
+}  // namespace dsh::session

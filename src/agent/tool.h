@@ -1,0 +1,66 @@
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "base/json.h"
+#include "base/schema.h"
+#include "base/status.h"
+
+namespace dsh::agent {
+
+// Who is calling a tool. The same for a model's tool call inside a turn and
+// for `POST /api/tools/{name}`.
+struct ToolContext {
+  // The calling ("current local") session; empty for a root call.
+  std::optional<std::string> session_id;
+  // How many session_create hops separate the caller from a root session.
+  int64_t delegation_depth = 0;
+};
+
+// One tool. Implementations are thread-safe: Invoke may be called from any
+// thread, concurrently.
+class Tool {
+ public:
+  using Done = std::function<void(Result<Json>)>;
+  virtual ~Tool() = default;
+
+  virtual const std::string& name() const = 0;
+  virtual const std::string& description() const = 0;
+  // The JSON Schema of the arguments, as sent to models.
+  virtual const Json& parameters() const = 0;
+  // Validates `args` and runs the tool. `done` is called exactly once, on any
+  // thread, with the result or an error (`invalid_arguments` for bad args,
+  // before anything runs).
+  virtual void Invoke(const ToolContext& ctx, const Json& args, Done done) = 0;
+};
+
+// A tool whose arguments are decoded by an ObjectSchema<Args> before Run, so
+// the schema models see and the validation that runs are one declaration.
+template <typename Args>
+class TypedTool : public Tool {
+ public:
+  TypedTool(std::string name, ObjectSchema<Args> schema)
+      : name_(std::move(name)), schema_(std::move(schema)), parameters_(schema_.ToJsonSchema()) {}
+
+  const std::string& name() const final { return name_; }
+  const std::string& description() const final { return schema_.description(); }
+  const Json& parameters() const final { return parameters_; }
+  void Invoke(const ToolContext& ctx, const Json& args, Done done) final {
+    auto decoded = schema_.Decode(args);
+    if (!decoded.ok()) return done(decoded.status().WithContext(name_));
+    Run(ctx, std::move(decoded).value(), std::move(done));
+  }
+
+ protected:
+  virtual void Run(const ToolContext& ctx, Args args, Done done) = 0;
+
+ private:
+  std::string name_;
+  ObjectSchema<Args> schema_;
+  Json parameters_;
+};
+
+}  // namespace dsh::agent

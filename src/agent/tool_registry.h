@@ -1,0 +1,36 @@
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agent/tool.h"
+
+namespace dsh::agent {
+
+inline constexpr const char* kUnknownTool = "unknown_tool";
+
+// The tools of a host, by name. Tools are registered during startup, before
+// the host serves requests or runs turns; afterwards the registry is only
+// read, from any thread, without locking.
+class ToolRegistry {
+ public:
+  // Errors: `already_exists` when the name is taken; `invalid_arguments` for
+  // a name that is not [a-z0-9_]+.
+  Status Register(std::unique_ptr<Tool> tool);
+
+  // nullptr when unknown.
+  Tool* Find(std::string_view name) const;
+  std::vector<const Tool*> List() const;
+
+  // Looks `name` up and invokes it; an unknown name completes with
+  // `unknown_tool`.
+  void Invoke(std::string_view name, const ToolContext& ctx, const Json& args, Tool::Done done) const;
+
+ private:
+  std::map<std::string, std::unique_ptr<Tool>, std::less<>> tools_;
+};
+
+}  // namespace dsh::agent

@@ -1,0 +1,172 @@
+#include "server/api.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/io_context.hpp>
+#include <future>
+#include <thread>
+
+#include "server/http_client.h"
+#include "server/http_server.h"
+
+namespace dsh::server {
+namespace {
+
+struct EchoArgs {
+  std::string text;
+};
+
+// Echoes its argument and the calling session.
+class EchoTool final : public agent::TypedTool<EchoArgs> {
+ public:
+  EchoTool() : TypedTool("echo", ObjectSchema<EchoArgs>("Echo.").Field("text", &EchoArgs::text, "Text.")) {}
+
+ protected:
+  void Run(const agent::ToolContext& ctx, EchoArgs args, Done done) override {
+    done(Json{{"text", args.text}, {"session_id", ctx.session_id ? Json(*ctx.session_id) : Json(nullptr)}});
+  }
+};
+
+// Completes only when the test says so, to hold a request in flight.
+class SlowTool final : public agent::Tool {
+ public:
+  const std::string& name() const override { return name_; }
+  const std::string& description() const override { return name_; }
+  const Json& parameters() const override { return params_; }
+  void Invoke(const agent::ToolContext&, const Json&, Done done) override {
+    std::lock_guard lock(mu);
+    pending = std::move(done);
+    started.set_value();
+  }
+  std::mutex mu;
+  Done pending;
+  std::promise<void> started;
+
+ private:
+  std::string name_ = "slow";
+  Json params_ = Json::object();
+};
+
+class ApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(tools_.Register(std::make_unique<EchoTool>()).ok());
+    auto slow = std::make_unique<SlowTool>();
+    slow_ = slow.get();
+    ASSERT_TRUE(tools_.Register(std::move(slow)).ok());
+    api_ = std::make_unique<Api>(Api::Options{"secret", "9.9.9"}, tools_);
+    server_ = std::make_unique<HttpServer>(ioc_, HttpServer::Options{},
+                                           [this](HttpRequest req, Respond r) { api_->Handle(std::move(req), std::move(r)); });
+    auto port = server_->Listen();
+    ASSERT_TRUE(port.ok()) << port.status().ToString();
+    base_ = "http://127.0.0.1:" + std::to_string(*port);
+    for (int i = 0; i < 2; ++i) threads_.emplace_back([this] { ioc_.run(); });
+  }
+  void TearDown() override {
+    server_->Stop();
+    for (auto& t : threads_) t.join();
+  }
+
+  HttpClientResponse Post(const std::string& path, const std::string& body, const std::string& token = "secret") {
+    std::vector<std::pair<std::string, std::string>> headers;
+    if (!token.empty()) headers.emplace_back("Authorization", "Bearer " + token);
+    auto r = HttpRequestSync("POST", base_ + path, body, headers);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : HttpClientResponse{};
+  }
+  static std::string Code(const HttpClientResponse& r) {
+    auto j = Json::parse(r.body, nullptr, false);
+    return j.is_object() && j.contains("error") ? j["error"]["code"].get<std::string>() : "";
+  }
+
+  boost::asio::io_context ioc_;
+  agent::ToolRegistry tools_;
+  SlowTool* slow_ = nullptr;
+  std::unique_ptr<Api> api_;
+  std::unique_ptr<HttpServer> server_;
+  std::string base_;
+  std::vector<std::thread> threads_;
+};
+
+TEST_F(ApiTest, HealthzNeedsNoToken) {
+  auto r = HttpRequestSync("GET", base_ + "/healthz", "", {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(Json::parse(r->body), (Json{{"status", "ok"}, {"version", "9.9.9"}}));
+}
+
+TEST_F(ApiTest, ApiRequestsWithoutTheRightTokenAre401) {
+  auto missing = Post("/api/tools/echo", R"({"args": {"text": "x"}})", "");
+  EXPECT_EQ(missing.status, 401);
+  EXPECT_EQ(Code(missing), "unauthorized");
+  auto wrong = Post("/api/tools/echo", R"({"args": {"text": "x"}})", "nope");
+  EXPECT_EQ(wrong.status, 401);
+  auto cookie = HttpRequestSync("POST", base_ + "/api/tools/echo", R"({"args": {"text": "x"}})",
+                                {{"Cookie", "a=b; dsh_token=secret"}});
+  EXPECT_EQ(cookie->status, 200);
+}
+
+TEST_F(ApiTest, CallsAToolWithTheCallingSession) {
+  auto r = Post("/api/tools/echo", R"({"args": {"text": "hi"}, "session_id": "ses_1"})");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(Json::parse(r.body), (Json{{"result", {{"text", "hi"}, {"session_id", "ses_1"}}}}));
+  auto root = Post("/api/tools/echo", R"({"args": {"text": "hi"}})");
+  EXPECT_EQ(Json::parse(root.body)["result"]["session_id"], nullptr);
+}
+
+TEST_F(ApiTest, UnknownToolIs404) {
+  auto r = Post("/api/tools/nope", "{}");
+  EXPECT_EQ(r.status, 404);
+  EXPECT_EQ(Code(r), "unknown_tool");
+}
+
+TEST_F(ApiTest, MalformedJsonIs400) {
+  auto r = Post("/api/tools/echo", "{\"args\": ");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(Code(r), "invalid_json");
+}
+
+TEST_F(ApiTest, InvalidArgumentsAre400WithTheFieldNamed) {
+  auto r = Post("/api/tools/echo", R"({"args": {"text": ""}})");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(Code(r), "invalid_arguments");
+  EXPECT_NE(r.body.find("`text` must not be empty"), std::string::npos) << r.body;
+  auto extra = Post("/api/tools/echo", R"({"args": {"text": "x"}, "sesion_id": "typo"})");
+  EXPECT_EQ(extra.status, 400);
+  EXPECT_NE(extra.body.find("unknown property `sesion_id`"), std::string::npos);
+}
+
+TEST_F(ApiTest, ABodyOverOneMebibyteIs413) {
+  std::string big = R"({"args": {"text": ")" + std::string(1 << 20, 'x') + R"("}})";
+  auto r = Post("/api/tools/echo", big);
+  EXPECT_EQ(r.status, 413);
+  EXPECT_EQ(Code(r), "payload_too_large");
+}
+
+TEST_F(ApiTest, WrongMethodAndUnknownPath) {
+  auto get = HttpRequestSync("GET", base_ + "/api/tools/echo", "", {{"Authorization", "Bearer secret"}});
+  EXPECT_EQ(get->status, 405);
+  auto unknown = HttpRequestSync("GET", base_ + "/api/nothing", "", {{"Authorization", "Bearer secret"}});
+  EXPECT_EQ(unknown->status, 404);
+  EXPECT_EQ(Code(*unknown), "not_found");
+}
+
+TEST_F(ApiTest, StopLetsAnInFlightRequestFinish) {
+  auto response = std::async(std::launch::async, [&] { return Post("/api/tools/slow", "{}"); });
+  slow_->started.get_future().wait();
+  server_->Stop();
+  {
+    std::lock_guard lock(slow_->mu);
+    slow_->pending(Json{{"done", true}});
+  }
+  auto r = response.get();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(Json::parse(r.body)["result"]["done"], true);
+  // New connections are refused after Stop.
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+  EXPECT_FALSE(HttpRequestSync("GET", base_ + "/healthz", "", {}, std::chrono::seconds(2)).ok());
+}
+
+}  // namespace
+}  // namespace dsh::server

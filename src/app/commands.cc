@@ -1,10 +1,13 @@
 #include "app/commands.h"
 
+#include "app/tool_command.h"
+#include "app/web_command.h"
+
 namespace dsh::app {
 
 void AddAllCommands(CLI::App& root, CommandContext& ctx) {
-  (void)root;
-  (void)ctx;
+  AddWebCommand(root, ctx);
+  AddToolCommand(root, ctx);
 }
 
 }  // namespace dsh::app

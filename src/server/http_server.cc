@@ -100,6 +100,7 @@ class HttpServer::Connection : public std::enable_shared_from_this<HttpServer::C
   void OnRead(beast::error_code ec) {
     if (ec == http::error::body_limit) {
       keep_alive_ = false;
+      drain_after_write_ = true;
       return Write(HttpResponse::FromError(
           Status("payload_too_large", "the request body is larger than " + std::to_string(max_body_) + " bytes")));
     }
@@ -140,8 +141,27 @@ class HttpServer::Connection : public std::enable_shared_from_this<HttpServer::C
     stream_.expires_after(kIdleTimeout);
     http::async_write(stream_, *res, [self = shared_from_this(), res, keep](beast::error_code ec, size_t) {
       self->in_flight_ = false;
+      if (!ec && self->drain_after_write_) return self->Drain();
       if (ec || !keep) return self->Close();
       self->Read();
+    });
+  }
+
+  // After refusing a request early (413), read and discard what the client
+  // is still sending so closing does not reset the connection before the
+  // client has read the response. Bounded in bytes and time.
+  void Drain() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    stream_.expires_after(std::chrono::seconds(5));
+    DrainSome();
+  }
+  void DrainSome() {
+    discard_.resize(64 * 1024);
+    stream_.async_read_some(net::buffer(discard_), [self = shared_from_this()](beast::error_code ec, size_t n) {
+      self->drained_ += n;
+      if (ec || self->drained_ > kMaxDrain) return self->Close();
+      self->DrainSome();
     });
   }
 
@@ -159,6 +179,10 @@ class HttpServer::Connection : public std::enable_shared_from_this<HttpServer::C
   std::shared_ptr<std::atomic<bool>> stopping_;
   bool keep_alive_ = true;
   bool in_flight_ = false;
+  bool drain_after_write_ = false;
+  std::vector<char> discard_;
+  size_t drained_ = 0;
+  static constexpr size_t kMaxDrain = 16 << 20;
 };
 
 HttpServer::HttpServer(net::io_context& ioc, Options options, HttpHandler handler)

@@ -1,0 +1,27 @@
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "base/json.h"
+#include "base/status.h"
+
+namespace dsh::app {
+
+// Calls the API of the running host of a profile (found through its run
+// file) the way the browser does. An API error comes back as its Status
+// (code and message unchanged).
+class HostClient {
+ public:
+  static Result<HostClient> ForProfile(const std::optional<std::string>& home);
+
+  // POST `path` with a JSON body; returns the response body on 2xx.
+  Result<Json> Post(const std::string& path, const Json& body) const;
+
+ private:
+  HostClient(std::string url, std::string token) : url_(std::move(url)), token_(std::move(token)) {}
+  std::string url_;
+  std::string token_;
+};
+
+}  // namespace dsh::app

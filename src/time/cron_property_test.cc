@@ -1,0 +1,239 @@
+// Property sweeps around every DST transition of the acceptance zones in
+// 2020-2030. Next() and LatestAtOrBefore() are compared with an independent
+// oracle that walks every minute, asks date/tz directly for offsets and local
+// time classification, and applies the DST policy literally.
+
+#include <date/tz.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+
+#include "time/cron_expr.h"
+#include "time/rfc3339.h"
+#include "time/local_time.h"
+
+namespace dsh {
+namespace {
+
+using std::chrono::seconds;
+
+constexpr const char* kZones[] = {"America/New_York", "Europe/London",  "Australia/Lord_Howe", "Asia/Hebron",
+                                  "Africa/Cairo",     "Pacific/Apia",   "Pacific/Kiritimati",  "UTC"};
+
+constexpr const char* kRules[] = {"30 2 * * *", "0 0 * * *",    "30 1 * * *", "0 1 * * *",   "15,45 2 * * *",
+                                  "30 23 * * *", "*/15 * * * *", "0 * * * *",  "5 */2 * * *", "0 9 * * 1-5"};
+
+constexpr const char* kDailyFixedRules[] = {"30 2 * * *", "0 0 * * *", "30 1 * * *", "0 1 * * *", "30 23 * * *",
+                                            "15 2 * * *"};
+
+int64_t DayNumber(const std::string& yyyy_mm_dd) {
+  const date::year_month_day ymd{date::year{std::stoi(yyyy_mm_dd.substr(0, 4))},
+                                 date::month{static_cast<unsigned>(std::stoi(yyyy_mm_dd.substr(5, 2)))},
+                                 date::day{static_cast<unsigned>(std::stoi(yyyy_mm_dd.substr(8, 2)))}};
+  return date::sys_days{ymd}.time_since_epoch().count();
+}
+
+TimeZone Zone(const char* name) { return *ResolveTimeZone(name); }
+WallTime FromSeconds(int64_t s) { return WallTime(seconds(s)); }
+int64_t ToSeconds(WallTime t) { return std::chrono::floor<seconds>(t.time_since_epoch()).count(); }
+
+// Does a local wall time match the rule? A direct reading of Vixie's rule.
+bool Matches(const CronExpr& e, int64_t local_seconds) {
+  const date::local_seconds ls{seconds(local_seconds)};
+  const auto day = date::floor<date::days>(ls);
+  const date::year_month_day ymd{day};
+  const date::hh_mm_ss hms{ls - day};
+  const auto dom = static_cast<unsigned>(ymd.day());
+  const auto month = static_cast<unsigned>(ymd.month());
+  const unsigned dow = date::weekday{day}.c_encoding();
+  if (!(e.minutes() >> hms.minutes().count() & 1) || !(e.hours() >> hms.hours().count() & 1)) return false;
+  if (!(e.months() >> month & 1)) return false;
+  const bool dom_ok = e.days_of_month() >> dom & 1;
+  const bool dow_ok = e.days_of_week() >> dow & 1;
+  if (e.day_of_month_starts_with_star() || e.day_of_week_starts_with_star()) return dom_ok && dow_ok;
+  return dom_ok || dow_ok;
+}
+
+// Every occurrence in [from, to), by the policy's literal definition.
+std::vector<int64_t> Oracle(const CronExpr& e, const date::time_zone* tz, int64_t from, int64_t to) {
+  std::vector<int64_t> out;
+  for (int64_t t = from; t < to; t += 60) {
+    const date::sys_info info = tz->get_info(date::sys_seconds{seconds(t)});
+    const int64_t offset = info.offset.count();
+    const int64_t local = t + offset;
+    if (!e.follows_elapsed_time() && info.begin.time_since_epoch().count() == t) {
+      const date::sys_info before = tz->get_info(date::sys_seconds{seconds(t - 1)});
+      bool fired = false;
+      for (int64_t l = t + before.offset.count(); l < local && !fired; l += 60) fired = Matches(e, l);
+      if (fired) {
+        out.push_back(t);  // a fixed time in the gap fires as the gap ends
+        continue;
+      }
+    }
+    if (!Matches(e, local)) continue;
+    if (e.follows_elapsed_time()) {
+      out.push_back(t);
+      continue;
+    }
+    const date::local_info li = tz->get_info(date::local_seconds{seconds(local)});
+    if (li.result == date::local_info::ambiguous && local - li.first.offset.count() != t) continue;  // second pass
+    out.push_back(t);
+  }
+  return out;
+}
+
+std::vector<int64_t> TransitionsBetween(const date::time_zone* tz, int from_year, int to_year) {
+  std::vector<int64_t> out;
+  date::sys_seconds t{date::sys_days{date::year{from_year} / 1 / 1}};
+  const date::sys_seconds end{date::sys_days{date::year{to_year + 1} / 1 / 1}};
+  while (t < end) {
+    const date::sys_info info = tz->get_info(t);
+    if (info.end >= end) break;
+    if (tz->get_info(info.end).offset != info.offset) out.push_back(info.end.time_since_epoch().count());
+    t = info.end;
+  }
+  return out;
+}
+
+// Windows of ±26 h around each transition; a few ordinary days for zones without any.
+std::vector<std::pair<int64_t, int64_t>> Windows(const TimeZone& zone) {
+  std::vector<std::pair<int64_t, int64_t>> windows;
+  constexpr int64_t kHalf = 26 * 3600;
+  if (zone.date_zone() != nullptr) {
+    for (int64_t t : TransitionsBetween(zone.date_zone(), 2020, 2030)) windows.emplace_back(t - kHalf, t + kHalf);
+  }
+  if (windows.empty()) {
+    for (const char* day : {"2020-02-28T00:00:00Z", "2024-12-31T00:00:00Z", "2030-06-15T00:00:00Z"}) {
+      int64_t t = ToSeconds(*ParseRfc3339(day));
+      windows.emplace_back(t - kHalf, t + kHalf);
+    }
+  }
+  return windows;
+}
+
+TEST(CronProperty, NextAndLatestAgreeWithTheOracleAroundEveryTransition) {
+  int64_t checked = 0;
+  for (const char* zone_name : kZones) {
+    const TimeZone zone = Zone(zone_name);
+    ASSERT_NE(zone.date_zone(), nullptr);
+    const auto windows = Windows(zone);
+    if (std::string(zone_name) != "Pacific/Kiritimati" && std::string(zone_name) != "UTC") {
+      EXPECT_GE(windows.size(), 3u) << zone_name;  // Apia dropped DST in 2021; the rest kept it
+    }
+    for (const char* rule : kRules) {
+      const CronExpr e = *CronExpr::Parse(rule);
+      for (auto [from, to] : windows) {
+        // The oracle runs a week wider so every sample's next occurrence is in it.
+        const std::vector<int64_t> occ = Oracle(e, zone.date_zone(), from - 7 * 86400, to + 7 * 86400);
+        for (int64_t t = from; t < to; t += 60) {
+          for (int64_t probe : {t, t + 1, t + 59}) {
+            auto want = std::upper_bound(occ.begin(), occ.end(), probe);
+            ASSERT_NE(want, occ.end());
+            std::optional<WallTime> got = e.Next(FromSeconds(probe), zone);
+            ASSERT_TRUE(got);
+            ASSERT_EQ(ToSeconds(*got), *want) << rule << " in " << zone_name << " after "
+                                              << FormatRfc3339Utc(FromSeconds(probe)) << ": got "
+                                              << FormatRfc3339Utc(*got) << ", want "
+                                              << FormatRfc3339Utc(FromSeconds(*want));
+            ASSERT_GT(*got, FromSeconds(probe));
+            auto latest_want = std::upper_bound(occ.begin(), occ.end(), probe) - 1;
+            std::optional<WallTime> latest = e.LatestAtOrBefore(FromSeconds(probe), zone);
+            ASSERT_TRUE(latest);
+            ASSERT_EQ(ToSeconds(*latest), *latest_want)
+                << rule << " in " << zone_name << " at " << FormatRfc3339Utc(FromSeconds(probe));
+            ++checked;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 1'000'000);
+}
+
+// next(t) > t, and next is constant on [t, next(t)): probing the interval at
+// its ends and inside gives the same answer. Sub-second instants included.
+TEST(CronProperty, NextIsConstantUntilItFires) {
+  for (const char* zone_name : kZones) {
+    const TimeZone zone = Zone(zone_name);
+    for (const char* rule : kRules) {
+      const CronExpr e = *CronExpr::Parse(rule);
+      for (auto [from, to] : Windows(zone)) {
+        WallTime t = FromSeconds(from);
+        while (t < FromSeconds(to)) {
+          const WallTime next = *e.Next(t, zone);
+          ASSERT_GT(next, t);
+          const auto span = next - t;
+          for (auto probe : {t + span / 3, t + span / 2, next - std::chrono::milliseconds(1), next - seconds(1)}) {
+            if (probe < t) continue;
+            ASSERT_EQ(*e.Next(probe, zone), next) << rule << " in " << zone_name;
+          }
+          t = next;
+        }
+      }
+    }
+  }
+}
+
+// A fixed-time daily rule fires exactly once on every local day, including
+// the days clocks change.
+TEST(CronProperty, FixedDailyRuleFiresOncePerLocalDay) {
+  for (const char* zone_name : kZones) {
+    const TimeZone zone = Zone(zone_name);
+    for (const char* rule : kDailyFixedRules) {
+      const CronExpr e = *CronExpr::Parse(rule);
+      for (auto [from, to] : Windows(zone)) {
+        std::map<std::string, int> per_day;
+        WallTime t = FromSeconds(from - 3 * 86400);
+        while (t < FromSeconds(to + 3 * 86400)) {
+          t = *e.Next(t, zone);
+          per_day[FormatRfc3339InZone(t, zone).substr(0, 10)]++;
+        }
+        // Every local day strictly inside the chain's range, once.
+        ASSERT_GE(per_day.size(), 6u);
+        auto first = per_day.begin();
+        auto last = std::prev(per_day.end());
+        for (auto it = std::next(first); it != last; ++it) {
+          EXPECT_EQ(it->second, 1) << rule << " in " << zone_name << " on " << it->first;
+        }
+        // And no local day is missing between them.
+        int64_t day_count = 0;
+        for (auto it = first; it != last; ++it) {
+          day_count += DayNumber(std::next(it)->first) - DayNumber(it->first);
+        }
+        EXPECT_EQ(day_count + 1, static_cast<int64_t>(per_day.size())) << rule << " in " << zone_name;
+      }
+    }
+  }
+}
+
+// LocalToInstant agrees with date/tz's own classification of local times.
+TEST(LocalTimeProperty, AgreesWithDateTzAroundEveryTransition) {
+  for (const char* zone_name : kZones) {
+    const TimeZone zone = Zone(zone_name);
+    for (auto [from, to] : Windows(zone)) {
+      const int64_t offset = zone.OffsetAt(FromSeconds(from)).count();
+      for (int64_t local = from + offset; local < to + offset; local += 60) {
+        const date::local_seconds ls{seconds(local)};
+        const auto day = date::floor<date::days>(ls);
+        const date::year_month_day ymd{day};
+        const date::hh_mm_ss hms{ls - day};
+        LocalDateTime l{static_cast<int>(ymd.year()), static_cast<unsigned>(ymd.month()),
+                        static_cast<unsigned>(ymd.day()), static_cast<unsigned>(hms.hours().count()),
+                        static_cast<unsigned>(hms.minutes().count()), 0};
+        const Result<WallTime> got = LocalToInstant(l, zone);
+        const date::local_info li = zone.date_zone()->get_info(ls);
+        if (li.result == date::local_info::nonexistent) {
+          ASSERT_FALSE(got.ok());
+          EXPECT_EQ(got.status().code(), "invalid_local_time");
+        } else {
+          ASSERT_TRUE(got.ok()) << got.status().ToString();
+          EXPECT_EQ(ToSeconds(*got), local - li.first.offset.count()) << zone_name;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dsh

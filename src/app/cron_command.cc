@@ -32,12 +32,8 @@ int RunNext(CommandContext& ctx, const CronOptions& o) {
   }
   auto expr = CronExpr::Parse(o.expr);
   if (!expr.ok()) return Fail(ctx, expr.status());
-  TimeZone zone = HostTimeZone();
-  if (!o.tz.empty()) {
-    auto resolved = ResolveTimeZone(o.tz);
-    if (!resolved.ok()) return Fail(ctx, resolved.status());
-    zone = *resolved;
-  }
+  auto zone = o.tz.empty() ? Result<TimeZone>(HostTimeZone()) : ResolveTimeZone(o.tz);
+  if (!zone.ok()) return Fail(ctx, zone.status());
   WallTime t = ctx.clock.Now();
   if (!o.from.empty()) {
     auto from = ParseRfc3339(o.from);
@@ -45,9 +41,9 @@ int RunNext(CommandContext& ctx, const CronOptions& o) {
     t = *from;
   }
   for (int i = 0; i < o.count; ++i) {
-    std::optional<WallTime> next = expr->Next(t, zone);
+    std::optional<WallTime> next = expr->Next(t, *zone);
     if (!next) break;  // no later occurrence that can be represented (after 2262)
-    ctx.out << FormatRfc3339InZone(*next, zone) << "\n";
+    ctx.out << FormatRfc3339InZone(*next, *zone) << "\n";
     t = *next;
   }
   return kExitOk;

@@ -38,19 +38,26 @@ TimeZone Zone(const char* name) { return *ResolveTimeZone(name); }
 WallTime FromSeconds(int64_t s) { return WallTime(seconds(s)); }
 int64_t ToSeconds(WallTime t) { return std::chrono::floor<seconds>(t.time_since_epoch()).count(); }
 
-// Does a local wall time match the rule? A direct reading of Vixie's rule.
-bool Matches(const CronExpr& e, int64_t local_seconds) {
+// A local wall time's calendar fields, by date/tz.
+struct Civil {
+  unsigned minute, hour, dom, month, dow;
+};
+
+Civil CivilOf(int64_t local_seconds) {
   const date::local_seconds ls{seconds(local_seconds)};
   const auto day = date::floor<date::days>(ls);
   const date::year_month_day ymd{day};
   const date::hh_mm_ss hms{ls - day};
-  const auto dom = static_cast<unsigned>(ymd.day());
-  const auto month = static_cast<unsigned>(ymd.month());
-  const unsigned dow = date::weekday{day}.c_encoding();
-  if (!(e.minutes() >> hms.minutes().count() & 1) || !(e.hours() >> hms.hours().count() & 1)) return false;
-  if (!(e.months() >> month & 1)) return false;
-  const bool dom_ok = e.days_of_month() >> dom & 1;
-  const bool dow_ok = e.days_of_week() >> dow & 1;
+  return {static_cast<unsigned>(hms.minutes().count()), static_cast<unsigned>(hms.hours().count()),
+          static_cast<unsigned>(ymd.day()), static_cast<unsigned>(ymd.month()), date::weekday{day}.c_encoding()};
+}
+
+// Does a local wall time match the rule? A direct reading of Vixie's rule.
+bool Matches(const CronExpr& e, const Civil& c) {
+  if (!(e.minutes() >> c.minute & 1) || !(e.hours() >> c.hour & 1)) return false;
+  if (!(e.months() >> c.month & 1)) return false;
+  const bool dom_ok = e.days_of_month() >> c.dom & 1;
+  const bool dow_ok = e.days_of_week() >> c.dow & 1;
   if (e.day_of_month_starts_with_star() || e.day_of_week_starts_with_star()) return dom_ok && dow_ok;
   return dom_ok || dow_ok;
 }
@@ -62,19 +69,24 @@ struct Minute {
   int64_t local;        // wall time then
   int64_t gap_from;     // when t starts a spring-forward gap: its first wall time, else == local
   bool second_pass;     // wall time already shown earlier (fall-back overlap)
+  Civil civil;          // of `local`
 };
 
 std::vector<Minute> Minutes(const date::time_zone* tz, int64_t from, int64_t to) {
   std::vector<Minute> out;
+  date::sys_info info = tz->get_info(date::sys_seconds{seconds(from)});
   for (int64_t t = from; t < to; t += 60) {
-    const date::sys_info info = tz->get_info(date::sys_seconds{seconds(t)});
-    Minute m{t, t + info.offset.count(), t + info.offset.count(), false};
-    if (info.begin.time_since_epoch().count() == t) {
+    if (date::sys_seconds{seconds(t)} >= info.end) info = tz->get_info(date::sys_seconds{seconds(t)});
+    const int64_t begin = info.begin.time_since_epoch().count();
+    Minute m{t, t + info.offset.count(), t + info.offset.count(), false, CivilOf(t + info.offset.count())};
+    if (begin == t) {
       const date::sys_info before = tz->get_info(date::sys_seconds{seconds(t - 1)});
       if (before.offset < info.offset) m.gap_from = t + before.offset.count();
     }
-    const date::local_info li = tz->get_info(date::local_seconds{seconds(m.local)});
-    m.second_pass = li.result == date::local_info::ambiguous && m.local - li.first.offset.count() != t;
+    if (t - begin < 86400) {  // only the first day of a period can repeat wall times
+      const date::local_info li = tz->get_info(date::local_seconds{seconds(m.local)});
+      m.second_pass = li.result == date::local_info::ambiguous && m.local - li.first.offset.count() != t;
+    }
     out.push_back(m);
   }
   return out;
@@ -87,9 +99,9 @@ std::vector<int64_t> Oracle(const CronExpr& e, const std::vector<Minute>& minute
   for (const Minute& m : minutes) {
     if (fixed) {
       bool in_gap = false;  // a fixed time in the gap fires as the gap ends
-      for (int64_t l = m.gap_from; l < m.local && !in_gap; l += 60) in_gap = Matches(e, l);
-      if (in_gap || (Matches(e, m.local) && !m.second_pass)) out.push_back(m.t);
-    } else if (Matches(e, m.local)) {
+      for (int64_t l = m.gap_from; l < m.local && !in_gap; l += 60) in_gap = Matches(e, CivilOf(l));
+      if (in_gap || (Matches(e, m.civil) && !m.second_pass)) out.push_back(m.t);
+    } else if (Matches(e, m.civil)) {
       out.push_back(m.t);
     }
   }

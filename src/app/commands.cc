@@ -1,5 +1,6 @@
 #include "app/commands.h"
 
+#include "app/cron_command.h"
 #include "app/tool_command.h"
 #include "app/web_command.h"
 
@@ -8,6 +9,7 @@ namespace dsh::app {
 void AddAllCommands(CLI::App& root, CommandContext& ctx) {
   AddWebCommand(root, ctx);
   AddToolCommand(root, ctx);
+  AddCronCommand(root, ctx);
 }
 
 }  // namespace dsh::app

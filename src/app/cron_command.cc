@@ -42,7 +42,7 @@ int RunNext(CommandContext& ctx, const CronOptions& o) {
   }
   for (int i = 0; i < o.count; ++i) {
     std::optional<WallTime> next = expr->Next(t, *zone);
-    if (!next) break;  // no later occurrence that can be represented (after 2262)
+    if (!next) break;  // no later occurrence before the year 10000
     ctx.out << FormatRfc3339InZone(*next, *zone) << "\n";
     t = *next;
   }

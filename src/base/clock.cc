@@ -5,7 +5,9 @@ namespace {
 
 class SystemClock final : public Clock {
  public:
-  WallTime Now() const override { return std::chrono::system_clock::now(); }
+  WallTime Now() const override {
+    return std::chrono::floor<std::chrono::milliseconds>(std::chrono::system_clock::now());
+  }
   MonoTime MonotonicNow() const override { return std::chrono::steady_clock::now(); }
 };
 
@@ -17,7 +19,7 @@ Clock& RealClock() {
 }
 
 int64_t ToUnixMillis(WallTime t) {
-  return std::chrono::floor<std::chrono::milliseconds>(t.time_since_epoch()).count();
+  return t.time_since_epoch().count();
 }
 
 WallTime FromUnixMillis(int64_t ms) { return WallTime(std::chrono::milliseconds(ms)); }
@@ -36,7 +38,7 @@ MonoTime FakeClock::MonotonicNow() const {
 
 void FakeClock::Advance(std::chrono::nanoseconds d) {
   std::lock_guard lock(mu_);
-  wall_ += std::chrono::duration_cast<WallTime::duration>(d);
+  wall_ += std::chrono::floor<WallTime::duration>(d);
   mono_ += std::chrono::duration_cast<MonoTime::duration>(d);
 }
 
@@ -47,7 +49,7 @@ void FakeClock::SetWall(WallTime t) {
 
 void FakeClock::StepWall(std::chrono::nanoseconds d) {
   std::lock_guard lock(mu_);
-  wall_ += std::chrono::duration_cast<WallTime::duration>(d);
+  wall_ += std::chrono::floor<WallTime::duration>(d);
 }
 
 }  // namespace dsh

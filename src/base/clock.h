@@ -5,7 +5,9 @@
 
 namespace dsh {
 
-using WallTime = std::chrono::system_clock::time_point;
+// Wall-clock instants in whole milliseconds since the Unix epoch (the
+// precision dsh stores); spans far beyond the years 0001-9999 dsh accepts.
+using WallTime = std::chrono::time_point<std::chrono::system_clock, std::chrono::milliseconds>;
 using MonoTime = std::chrono::steady_clock::time_point;
 
 // The only source of time in dsh (CONVENTIONS.md rule 6). Wall time decides

@@ -41,8 +41,7 @@ class CronExpr {
   static Result<CronExpr> Parse(std::string_view text);
 
   // The first occurrence strictly after `after`, evaluated in `zone` with the
-  // DST policy above. nullopt only when there is none that WallTime can hold
-  // (after ~2262). Jumps field by field (never scans minutes); no allocation.
+  // DST policy above. nullopt only when there is none before the year 10000. Jumps field by field (never scans minutes); no allocation.
   std::optional<WallTime> Next(WallTime after, const TimeZone& zone) const;
 
   // The last occurrence at or before `now` (anti-burst recovery: deliver this

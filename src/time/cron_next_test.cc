@@ -178,10 +178,11 @@ TEST(CronNext, ApiaSkippedADayAndKiritimatiIsUtcPlus14) {
   }
 }
 
-TEST(CronNext, NoOccurrenceBeyondTheRepresentableRange) {
+TEST(CronNext, NoOccurrenceBeyondTheLastRepresentableYear) {
   auto e = CronExpr::Parse("0 0 29 2 *");
   ASSERT_TRUE(e.ok());
-  EXPECT_FALSE(e->Next(At("2260-03-01T00:00:00Z"), TimeZone()));
+  EXPECT_EQ(FormatRfc3339Utc(*e->Next(At("2260-03-01T00:00:00Z"), TimeZone())), "2264-02-29T00:00:00.000Z");
+  EXPECT_FALSE(e->Next(At("9996-02-29T00:00:00Z"), TimeZone()));  // 9999 is no leap year; 10000 is out of range
 }
 
 struct LatestCase {

@@ -11,12 +11,11 @@
 
 namespace dsh::time_internal {
 
-// WallTime is system_clock::time_point: with libstdc++, int64 nanoseconds,
-// so it spans about 1677-09-22 .. 2262-04-11. Instants outside cannot exist.
-inline constexpr int64_t kMinWallSeconds =
-    std::chrono::ceil<std::chrono::seconds>(WallTime::min().time_since_epoch()).count() + 1;
-inline constexpr int64_t kMaxWallSeconds =
-    std::chrono::floor<std::chrono::seconds>(WallTime::max().time_since_epoch()).count() - 1;
+// dsh instants span the years RFC 3339 can write: 0001-01-01T00:00:00Z to
+// 9999-12-31T23:59:59Z. Instants outside are rejected or, for cron, mean
+// "no occurrence".
+inline constexpr int64_t kMinWallSeconds = -62'135'596'800;  // 0001-01-01T00:00:00Z
+inline constexpr int64_t kMaxWallSeconds = 253'402'300'799;  // 9999-12-31T23:59:59Z
 
 inline int64_t FloorSeconds(WallTime t) {
   return std::chrono::floor<std::chrono::seconds>(t.time_since_epoch()).count();

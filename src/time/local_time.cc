@@ -91,7 +91,7 @@ Result<WallTime> LocalToInstant(const LocalDateTime& local, const TimeZone& zone
     const int64_t candidate = wall - p.offset;
     if (candidate >= p.begin && candidate < p.end) {
       auto instant = WallTimeFromSeconds(candidate);
-      if (!instant) return BadLocal(Describe(local) + " is outside the supported range (1677-09-22 to 2262-04-11)");
+      if (!instant) return BadLocal(Describe(local) + " is outside the supported range (0001-01-01 to 9999-12-31 UTC)");
       return *instant;  // the first instant: earlier periods were checked first
     }
     if (p.begin != kBeginningOfTime && p.prev_offset < p.offset && wall >= p.begin + p.prev_offset &&

@@ -103,7 +103,7 @@ Result<WallTime> ParseRfc3339(std::string_view s) {
                               kSecondsPerDay +
                           hour * 3600 + minute * 60 + second - offset;
   auto whole = WallTimeFromSeconds(seconds);
-  if (!whole) return Bad(s, "the instant is outside the supported range (1677-09-22 to 2262-04-11)");
+  if (!whole) return Bad(s, "the instant is outside the supported range (0001-01-01 to 9999-12-31 UTC)");
   return *whole + std::chrono::duration_cast<WallTime::duration>(std::chrono::nanoseconds(frac_ns));
 }
 

@@ -16,7 +16,7 @@ namespace dsh {
 // are truncated. Anything else -- a missing offset, a space separator,
 // "24:00", 2026-02-30, surrounding whitespace -- is `invalid_timestamp`
 // with a message quoting the input and saying what is wrong. So is a valid
-// timestamp outside the range WallTime can hold (about 1677..2262).
+// timestamp whose instant is outside 0001-01-01 .. 9999-12-31 UTC.
 // Thread-safe; never throws.
 Result<WallTime> ParseRfc3339(std::string_view text);
 

@@ -42,7 +42,7 @@ struct NewSession {
   std::optional<std::string> cwd;
   std::optional<std::string> preset;
   ModelRoute route;
-  std::string time_zone = "UTC";
+  std::string time_zone = "UTC";  // IANA name; stored canonical, invalid_time_zone otherwise
   int64_t delegation_depth = 0;
   std::string origin = "user";
 };

@@ -1,6 +1,7 @@
 #include "session/session_store.h"
 
 #include "base/ids.h"
+#include "time/time_zone.h"
 
 namespace dsh::session {
 namespace {
@@ -72,6 +73,7 @@ Status ValidateNew(const NewSession& s) {
 Result<SessionHeader> CreateTx(Tx& tx, const NewSession& s, int64_t now, const Clock& clock,
                                const std::optional<std::string>& parent_id = std::nullopt, int64_t seed_length = 0) {
   DSH_RETURN_IF_ERROR(ValidateNew(s));
+  DSH_ASSIGN_OR_RETURN(TimeZone zone, ResolveTimeZone(s.time_zone));
   SessionHeader h;
   h.id = s.id ? *s.id : NewId("ses_", clock);
   h.created_at = now;
@@ -79,7 +81,7 @@ Result<SessionHeader> CreateTx(Tx& tx, const NewSession& s, int64_t now, const C
   h.cwd = s.cwd;
   h.preset = s.preset;
   h.route = s.route;
-  h.time_zone = s.time_zone;
+  h.time_zone = zone.name();  // canonical: a link such as US/Eastern is stored as its target
   h.parent_id = parent_id;
   h.seed_length = seed_length;
   h.delegation_depth = s.delegation_depth;

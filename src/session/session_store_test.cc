@@ -68,6 +68,13 @@ TEST_F(SessionStoreTest, GeneratesIdsAndRefusesDuplicates) {
   EXPECT_EQ(dup.status().code(), "already_exists");
 }
 
+TEST_F(SessionStoreTest, StoresTheCanonicalTimeZoneAndRejectsUnknownOnes) {
+  EXPECT_EQ(NewOne({.time_zone = "US/Eastern"}).time_zone, "America/New_York");
+  auto bad = store_->Create(NewSession{.route = {"echo", "echo"}, .time_zone = "CST"});
+  EXPECT_EQ(bad.status().code(), "invalid_time_zone");
+  EXPECT_EQ(store_->ListRecent(10)->size(), 1u);
+}
+
 TEST_F(SessionStoreTest, RejectsAHeaderWithoutModelRoute) {
   auto r = store_->Create(NewSession{});
   EXPECT_EQ(r.status().code(), "invalid_arguments");

@@ -64,18 +64,20 @@ class SqliteConnection final : public Connection {
     return st;
   }
 
-  Status BeginWrite() override { return Simple("BEGIN IMMEDIATE"); }
-  Status BeginRead() override { return Simple("BEGIN DEFERRED"); }
-  Status Commit() override { return Simple("COMMIT"); }
+  // Transaction control goes through the statement cache too: with group
+  // commit these run for every job, and re-parsing them would dominate.
+  Status BeginWrite() override { return Control("BEGIN IMMEDIATE"); }
+  Status BeginRead() override { return Control("BEGIN DEFERRED"); }
+  Status Commit() override { return Control("COMMIT"); }
   Status Rollback() override {
     if (sqlite3_get_autocommit(db_)) return Status::Ok();  // no transaction open
-    return Simple("ROLLBACK");
+    return Control("ROLLBACK");
   }
-  Status Savepoint(std::string_view name) override { return Simple("SAVEPOINT " + std::string(name)); }
+  Status Savepoint(std::string_view name) override { return Control("SAVEPOINT " + std::string(name)); }
   Status RollbackToSavepoint(std::string_view name) override {
-    return Simple("ROLLBACK TO SAVEPOINT " + std::string(name));
+    return Control("ROLLBACK TO SAVEPOINT " + std::string(name));
   }
-  Status ReleaseSavepoint(std::string_view name) override { return Simple("RELEASE SAVEPOINT " + std::string(name)); }
+  Status ReleaseSavepoint(std::string_view name) override { return Control("RELEASE SAVEPOINT " + std::string(name)); }
 
   Status Configure(const SqliteOptions& o) {
     sqlite3_busy_timeout(db_, static_cast<int>(o.busy_timeout.count()));
@@ -87,6 +89,8 @@ class SqliteConnection final : public Connection {
   }
 
  private:
+  Status Control(const std::string& sql) { return Exec(sql, std::span<const Value>()).status(); }
+
   Status Simple(const std::string& sql) {
     char* err = nullptr;
     int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err);

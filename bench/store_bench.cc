@@ -1,0 +1,225 @@
+// Load program for the durable session store (docs/PERFORMANCE.md, "Storage").
+//
+//   store_bench [--dir DIR] [--seconds S] [--quick]
+//
+// 1. Durable appends per second at synchronous=FULL with 1 and 64 concurrent
+//    appenders (each appends one event at a time to its own session and waits
+//    for the acknowledgement), with group commit and with one transaction per
+//    append (max_batch = 1), in the same run.
+// 2. Listing the 50 most recent of 100,000 sessions (latency p50/p99).
+// 3. Reading a 200-event window from a 1,000,000-event session (p50/p99).
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "session/session_store.h"
+#include "store/sqlite_connection.h"
+
+using namespace dsh;
+using Clock_ = std::chrono::steady_clock;
+
+namespace {
+
+struct Args {
+  std::string dir;
+  double seconds = 3;
+  bool quick = false;
+};
+
+std::unique_ptr<store::Database> Open(const std::string& path, size_t max_batch) {
+  auto db = store::Database::Open(
+      std::make_unique<store::SqliteConnectionFactory>(store::SqliteOptions{.path = path}),
+      session::SessionStore::Migrations(), store::DatabaseOptions{.readers = 2, .max_batch = max_batch});
+  if (!db.ok()) {
+    std::fprintf(stderr, "open %s: %s\n", path.c_str(), db.status().ToString().c_str());
+    std::exit(1);
+  }
+  return std::move(db).value();
+}
+
+struct AppendResult {
+  double per_second;
+  double commits_per_second;
+};
+
+// How appenders wait for their acknowledgement:
+//  kAsync:   like agents on strands: AppendAsync, the next append is issued
+//            from the completion callback (`appenders` appends in flight).
+//  kThreads: one OS thread per appender blocking in Append().
+enum class Mode { kAsync, kThreads };
+
+AppendResult Appends(const std::string& path, int appenders, size_t max_batch, double seconds, Mode mode) {
+  std::filesystem::remove(path);
+  std::filesystem::remove(path + "-wal");
+  std::filesystem::remove(path + "-shm");
+  auto db = Open(path, max_batch);
+  session::SessionStore store(*db, RealClock());
+  std::vector<std::string> ids;
+  for (int i = 0; i < appenders; ++i) ids.push_back(store.Create({.route = {"echo", "echo"}})->id);
+  const Json data = {{"text", "a typical short assistant message of about this length, with some words"}};
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> done{0};
+  std::atomic<int> running{appenders};
+  auto fail = [](const Status& st) {
+    std::fprintf(stderr, "append: %s\n", st.ToString().c_str());
+    std::exit(1);
+  };
+  auto before = db->stats();
+  auto start = Clock_::now();
+  std::vector<std::thread> threads;
+  std::function<void(int)> next;  // outlives every in-flight append
+  if (mode == Mode::kThreads) {
+    for (int i = 0; i < appenders; ++i) {
+      threads.emplace_back([&, i] {
+        while (!stop.load(std::memory_order_relaxed)) {
+          auto r = store.Append(ids[i], {{"message/assistant", data}});
+          if (!r.ok()) fail(r.status());
+          done.fetch_add(1, std::memory_order_relaxed);
+        }
+        running--;
+      });
+    }
+  } else {
+    next = [&](int i) {
+      store.AppendAsync(ids[i], {{"message/assistant", data}}, [&, i](Result<std::vector<session::Event>> r) {
+        if (!r.ok()) fail(r.status());
+        done.fetch_add(1, std::memory_order_relaxed);
+        if (stop.load(std::memory_order_relaxed)) {
+          running--;
+          return;
+        }
+        next(i);
+      });
+    };
+    for (int i = 0; i < appenders; ++i) next(i);
+  }
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  stop = true;
+  for (auto& t : threads) t.join();
+  while (running.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  double elapsed = std::chrono::duration<double>(Clock_::now() - start).count();
+  auto after = db->stats();
+  return {static_cast<double>(done.load()) / elapsed, static_cast<double>(after.commits - before.commits) / elapsed};
+}
+
+struct Latency {
+  double p50_ms, p99_ms, max_ms;
+};
+
+template <typename Fn>
+Latency Measure(int runs, Fn fn) {
+  std::vector<double> ms;
+  ms.reserve(runs);
+  for (int i = 0; i < runs; ++i) {
+    auto t0 = Clock_::now();
+    fn(i);
+    ms.push_back(std::chrono::duration<double, std::milli>(Clock_::now() - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  return {ms[ms.size() / 2], ms[std::min(ms.size() - 1, ms.size() * 99 / 100)], ms.back()};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--dir") && i + 1 < argc) args.dir = argv[++i];
+    else if (!std::strcmp(argv[i], "--seconds") && i + 1 < argc) args.seconds = std::atof(argv[++i]);
+    else if (!std::strcmp(argv[i], "--quick")) args.quick = true;
+    else {
+      std::fprintf(stderr, "usage: %s [--dir DIR] [--seconds S] [--quick]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (args.quick) args.seconds = std::min(args.seconds, 0.3);
+  std::filesystem::path dir =
+      args.dir.empty() ? std::filesystem::temp_directory_path() / "dsh-store-bench" : std::filesystem::path(args.dir);
+  std::filesystem::create_directories(dir);
+  std::string path = (dir / "bench.db").string();
+
+  std::printf("## Durable appends (synchronous=FULL, %.1f s each, one session per appender)\n\n", args.seconds);
+  std::printf("| appenders | waiting | group commit: events/s | commits/s | one transaction per append: events/s | ratio |\n");
+  std::printf("|---:|---|---:|---:|---:|---:|\n");
+  for (Mode mode : {Mode::kAsync, Mode::kThreads}) {
+    for (int appenders : {1, 64}) {
+      AppendResult group = Appends(path, appenders, 1024, args.seconds, mode);
+      AppendResult single = Appends(path, appenders, 1, args.seconds, mode);
+      std::printf("| %d | %s | %.0f | %.0f | %.0f | %.1fx |\n", appenders,
+                  mode == Mode::kAsync ? "async callbacks" : "blocked threads", group.per_second,
+                  group.commits_per_second, single.per_second, group.per_second / single.per_second);
+      std::fflush(stdout);
+    }
+  }
+
+  const int64_t kSessions = args.quick ? 2'000 : 100'000;
+  const int64_t kEvents = args.quick ? 20'000 : 1'000'000;
+  std::filesystem::remove(path);
+  std::filesystem::remove(path + "-wal");
+  std::filesystem::remove(path + "-shm");
+  auto db = Open(path, 1024);
+  session::SessionStore store(*db, RealClock());
+  // Bulk load: sessions with distinct updated_at, and one long session.
+  {
+    auto st = db->WriteSync([&](store::Tx& tx) -> Status {
+      for (int64_t i = 0; i < kSessions; ++i) {
+        std::string id = "ses_bench_" + std::to_string(i);
+        DSH_RETURN_IF_ERROR(tx.Exec("INSERT INTO sessions (id, created_at, updated_at, provider, model, time_zone, "
+                                    "seed_length, delegation_depth, origin, last_seq, title_fallback) "
+                                    "VALUES (?, ?, ?, 'echo', 'echo', 'UTC', 0, 0, 'bench', 0, ?)",
+                                    {std::string_view(id), int64_t{1'700'000'000'000} + i,
+                                     int64_t{1'700'000'000'000} + (i * 7919) % kSessions,
+                                     std::string_view("session number " + std::to_string(i))})
+                                .status());
+      }
+      return Status::Ok();
+    });
+    if (!st.ok()) return std::fprintf(stderr, "load: %s\n", st.ToString().c_str()), 1;
+  }
+  std::string long_id = store.Create({.route = {"echo", "echo"}})->id;
+  for (int64_t done = 0; done < kEvents;) {
+    int64_t n = std::min<int64_t>(50'000, kEvents - done);
+    auto st = db->WriteSync([&](store::Tx& tx) -> Status {
+      std::string data = R"({"text":"a stored message of moderate length for the window benchmark"})";
+      for (int64_t k = 1; k <= n; ++k) {
+        DSH_RETURN_IF_ERROR(tx.Exec("INSERT INTO events (session_id, seq, type, at, data) VALUES (?, ?, ?, ?, ?)",
+                                    {std::string_view(long_id), done + k, std::string_view("message/assistant"),
+                                     int64_t{1'700'000'000'000}, std::string_view(data)})
+                                .status());
+      }
+      return tx.Exec("UPDATE sessions SET last_seq = ? WHERE id = ?", {done + n, std::string_view(long_id)}).status();
+    });
+    if (!st.ok()) return std::fprintf(stderr, "load events: %s\n", st.ToString().c_str()), 1;
+    done += n;
+  }
+
+  int runs = args.quick ? 50 : 2000;
+  Latency list = Measure(runs, [&](int) {
+    auto r = store.ListRecent(50);
+    if (!r.ok() || r->size() != 50) std::exit(1);
+  });
+  std::mt19937_64 rng(42);
+  Latency window = Measure(runs, [&](int) {
+    int64_t after = static_cast<int64_t>(rng() % static_cast<uint64_t>(kEvents - 200));
+    auto r = store.ReadEvents(long_id, after, 200);
+    if (!r.ok() || r->size() != 200) std::exit(1);
+  });
+  std::printf("\n## Reads (%d runs each, through SessionStore's blocking API: includes the hop to a reader thread)\n\n",
+              runs);
+  std::printf("| operation | p50 | p99 | max |\n|---|---:|---:|---:|\n");
+  std::printf("| list 50 most recent of %lld sessions | %.3f ms | %.3f ms | %.3f ms |\n",
+              static_cast<long long>(kSessions), list.p50_ms, list.p99_ms, list.max_ms);
+  std::printf("| read a 200-event window of a %lld-event session | %.3f ms | %.3f ms | %.3f ms |\n",
+              static_cast<long long>(kEvents), window.p50_ms, window.p99_ms, window.max_ms);
+  db->Close();
+  std::filesystem::remove_all(dir);
+  return 0;
+}

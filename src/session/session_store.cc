@@ -1,5 +1,7 @@
 #include "session/session_store.h"
 
+#include <spdlog/spdlog.h>
+
 #include "base/ids.h"
 #include "time/time_zone.h"
 
@@ -148,7 +150,7 @@ Result<std::vector<Event>> AppendTx(Tx& tx, const std::string& id, std::vector<E
   for (const auto& d : drafts) {
     ++seq;
     std::string data = DumpJson(d.data);
-    DSH_RETURN_IF_ERROR(tx.Exec("INSERT INTO events (session_id, seq, type, at, data) VALUES (?, ?, ?, ?, ?)",
+    DSH_RETURN_IF_ERROR(tx.Exec("INSERT INTO events_recent (session_id, seq, type, at, data) VALUES (?, ?, ?, ?, ?)",
                                 {std::string_view(id), seq, std::string_view(d.type), now, std::string_view(data)})
                             .status());
     if (TitleColumn(d.type) != nullptr) {
@@ -174,17 +176,29 @@ Result<Event> EventFromRow(const std::string& session_id, const Row& row) {
   return e;
 }
 
+// A session's events live in `events` (compacted, clustered by session) and
+// `events_recent` (newest, in append order). Compaction moves the oldest rows
+// first, so every seq of a session in `events` is below every seq of it in
+// `events_recent`: read the first table, then continue in the second.
 Result<std::vector<Event>> ReadEventsTx(Tx& tx, const std::string& id, int64_t after_seq, int64_t limit) {
   if (limit <= 0) return InvalidArguments("limit must be positive");
   DSH_RETURN_IF_ERROR(GetTx(tx, id).status());
   std::vector<Event> out;
+  auto collect = [&](const Row& row) -> Status {
+    DSH_ASSIGN_OR_RETURN(Event e, EventFromRow(id, row));
+    out.push_back(std::move(e));
+    return Status::Ok();
+  };
   DSH_RETURN_IF_ERROR(
       tx.Query("SELECT seq, type, at, data FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
-               {std::string_view(id), after_seq, limit}, [&](const Row& row) -> Status {
-                 DSH_ASSIGN_OR_RETURN(Event e, EventFromRow(id, row));
-                 out.push_back(std::move(e));
-                 return Status::Ok();
-               }));
+               {std::string_view(id), after_seq, limit}, collect));
+  auto have = static_cast<int64_t>(out.size());
+  if (have < limit) {
+    int64_t after = have > 0 ? out.back().seq : after_seq;
+    DSH_RETURN_IF_ERROR(tx.Query(
+        "SELECT seq, type, at, data FROM events_recent WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+        {std::string_view(id), after, limit - have}, collect));
+  }
   return out;
 }
 
@@ -208,10 +222,11 @@ Result<SessionHeader> ForkTx(Tx& tx, const std::string& parent_id, int64_t seed_
                             std::to_string(parent.last_seq) + " of session " + parent_id);
   }
   DSH_ASSIGN_OR_RETURN(SessionHeader h, CreateTx(tx, child, now, clock, parent_id, seed_length));
-  DSH_RETURN_IF_ERROR(tx.Exec("INSERT INTO events (session_id, seq, type, at, data) "
-                              "SELECT ?, seq, type, at, data FROM events WHERE session_id = ? AND seq <= ?",
-                              {std::string_view(h.id), std::string_view(parent_id), seed_length})
-                          .status());
+  for (const char* table : {"events", "events_recent"}) {
+    std::string sql = std::string("INSERT INTO events (session_id, seq, type, at, data) SELECT ?, seq, type, at, data FROM ") +
+                      table + " WHERE session_id = ? AND seq <= ?";
+    DSH_RETURN_IF_ERROR(tx.Exec(sql, {std::string_view(h.id), std::string_view(parent_id), seed_length}).status());
+  }
   // Title snapshot of the inherited prefix.
   std::vector<std::pair<std::string, std::string>> titles;
   DSH_RETURN_IF_ERROR(tx.Query(
@@ -254,6 +269,23 @@ Result<std::map<std::string, Titles>> ReadTitlesTx(Tx& tx, const std::vector<std
   return out;
 }
 
+// Moves up to `max_rows` of the oldest recent events into `events`; returns
+// how many moved.
+Result<int64_t> CompactTx(Tx& tx, int64_t max_rows) {
+  std::optional<int64_t> lo;
+  DSH_RETURN_IF_ERROR(tx.Query("SELECT MIN(id) FROM events_recent", {}, [&](const Row& row) {
+    if (!row.IsNull(0)) lo = row.Int(0);
+    return Status::Ok();
+  }));
+  if (!lo) return int64_t{0};
+  int64_t hi = *lo + max_rows - 1;
+  DSH_RETURN_IF_ERROR(tx.Exec("INSERT INTO events (session_id, seq, type, at, data) "
+                              "SELECT session_id, seq, type, at, data FROM events_recent WHERE id <= ? ORDER BY id",
+                              {hi})
+                          .status());
+  return tx.Exec("DELETE FROM events_recent WHERE id <= ?", {hi});
+}
+
 }  // namespace
 
 std::vector<store::Migration> SessionStore::Migrations() {
@@ -287,6 +319,17 @@ std::vector<store::Migration> SessionStore::Migrations() {
            " at BIGINT NOT NULL,"
            " data TEXT NOT NULL,"
            " PRIMARY KEY (session_id, seq)) /*sqlite: WITHOUT ROWID*/",
+           // New events land here, in append order, so a commit of many
+           // sessions' appends writes a few tail pages instead of one page
+           // per session; CompactTx moves them to `events` in bulk.
+           "CREATE TABLE events_recent ("
+           " id /*sqlite: INTEGER PRIMARY KEY*/ /*postgres: BIGSERIAL PRIMARY KEY*/,"
+           " session_id TEXT NOT NULL,"
+           " seq BIGINT NOT NULL,"
+           " type TEXT NOT NULL,"
+           " at BIGINT NOT NULL,"
+           " data TEXT NOT NULL)",
+           "CREATE UNIQUE INDEX events_recent_by_session ON events_recent (session_id, seq)",
        }},
   };
 }
@@ -335,16 +378,49 @@ void SessionStore::CreateAsync(NewSession s, Callback<SessionHeader> done) {
 }
 
 Result<std::vector<Event>> SessionStore::Append(const std::string& id, std::vector<EventDraft> events) {
-  return db_.WriteValue<std::vector<Event>>(
+  size_t n = events.size();
+  auto result = db_.WriteValue<std::vector<Event>>(
       [&](Tx& tx) { return AppendTx(tx, id, events, ToUnixMillis(clock_.Now())); });
+  NoteAppended(n);  // after the append, so a compaction it starts includes it
+  return result;
 }
 
 void SessionStore::AppendAsync(std::string id, std::vector<EventDraft> events, Callback<std::vector<Event>> done) {
+  size_t n = events.size();
   WriteAsync<std::vector<Event>>(
       [this, id = std::move(id), events = std::move(events)](Tx& tx) mutable {
         return AppendTx(tx, id, events, ToUnixMillis(clock_.Now()));
       },
       std::move(done));
+  NoteAppended(n);  // queued after the append, so a compaction it starts includes it
+}
+
+SessionStore::~SessionStore() {
+  std::unique_lock lock(compaction_mu_);
+  compaction_cv_.wait(lock, [&] { return !compacting_; });
+}
+
+void SessionStore::NoteAppended(size_t n) {
+  if (appended_since_compaction_.fetch_add(n) + n < kCompactEvery) return;
+  {
+    std::lock_guard lock(compaction_mu_);
+    if (compacting_) return;  // one compaction in flight at a time
+    compacting_ = true;
+  }
+  appended_since_compaction_ = 0;
+  db_.Write([](Tx& tx) { return CompactTx(tx, kCompactEvery * 2).status(); },
+            [this](Status st) {
+              if (!st.ok() && st.code() != codes::kShuttingDown) {
+                spdlog::warn("event compaction failed (it will be retried): {}", st.ToString());
+              }
+              std::lock_guard lock(compaction_mu_);
+              compacting_ = false;
+              compaction_cv_.notify_all();
+            });
+}
+
+Result<int64_t> SessionStore::Compact(int64_t max_rows) {
+  return db_.WriteValue<int64_t>([&](Tx& tx) { return CompactTx(tx, max_rows); });
 }
 
 Result<SessionHeader> SessionStore::Get(const std::string& id) {

@@ -1,5 +1,8 @@
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <functional>
 #include <map>
 #include <string>
@@ -38,6 +41,8 @@ class SessionStore {
   static std::vector<store::Migration> Migrations();
 
   SessionStore(store::Database& db, const Clock& clock) : db_(db), clock_(clock) {}
+  // Waits for a background compaction in flight, if any.
+  ~SessionStore();
 
   // Creates an empty session (updated_at = created_at = now).
   Result<SessionHeader> Create(const NewSession& s);
@@ -65,12 +70,21 @@ class SessionStore {
   // records parent_id and seed_length. 0 <= seed_length <= parent's last_seq.
   Result<SessionHeader> Fork(const std::string& parent_id, int64_t seed_length, const NewSession& child);
 
+  // Moves up to `max_rows` of the newest events from the append-ordered
+  // `events_recent` table into the session-clustered `events` table; returns
+  // how many moved. Runs by itself every kCompactEvery appended events; tests
+  // and tools may call it. Reads see the same events before and after.
+  Result<int64_t> Compact(int64_t max_rows);
+  static constexpr size_t kCompactEvery = 4096;
+
   // Title snapshots of many sessions in one read; unknown ids are absent
   // from the result. Touches no agent and generates nothing.
   Result<std::map<std::string, Titles>> ReadTitles(const std::vector<std::string>& session_ids);
   void ReadTitlesAsync(std::vector<std::string> session_ids, Callback<std::map<std::string, Titles>> done);
 
  private:
+  void NoteAppended(size_t n);
+
   template <typename T>
   void WriteAsync(std::function<Result<T>(store::Tx&)> job, Callback<T> done);
   template <typename T>
@@ -78,6 +92,10 @@ class SessionStore {
 
   store::Database& db_;
   const Clock& clock_;
+  std::atomic<size_t> appended_since_compaction_{0};
+  std::mutex compaction_mu_;
+  std::condition_variable compaction_cv_;
+  bool compacting_ = false;  // GUARDED_BY(compaction_mu_)
 };
 
 }  // namespace dsh::session

@@ -218,7 +218,8 @@ TEST_F(SessionStoreTest, ACorruptStoredEventIsAClearErrorNamingSessionAndSeq) {
   SessionHeader h = NewOne();
   ASSERT_TRUE(store_->Append(h.id, {{"x/y", {}}, {"x/y", {}}}).ok());
   ASSERT_TRUE(db_->WriteSync([&](store::Tx& tx) {
-    return tx.Exec("UPDATE events SET data = '{broken' WHERE session_id = ? AND seq = 2", {std::string_view(h.id)})
+    return tx.Exec("UPDATE events_recent SET data = '{broken' WHERE session_id = ? AND seq = 2",
+                   {std::string_view(h.id)})
         .status();
   }).ok());
   auto r = store_->ReadEvents(h.id, 0, 10);
@@ -226,6 +227,78 @@ TEST_F(SessionStoreTest, ACorruptStoredEventIsAClearErrorNamingSessionAndSeq) {
   EXPECT_EQ(r.status().code(), "corrupt_event");
   EXPECT_NE(r.status().message().find("session " + h.id + " seq 2"), std::string::npos) << r.status().message();
   EXPECT_TRUE(store_->ReadEvents(h.id, 0, 1).ok());  // the window before it still reads
+}
+
+TEST_F(SessionStoreTest, ACorruptCompactedEventIsAlsoAClearError) {
+  SessionHeader h = NewOne();
+  ASSERT_TRUE(store_->Append(h.id, {{"x/y", {}}, {"x/y", {}}}).ok());
+  ASSERT_EQ(*store_->Compact(100), 2);
+  ASSERT_TRUE(db_->WriteSync([&](store::Tx& tx) {
+    return tx.Exec("UPDATE events SET data = 'null' WHERE session_id = ? AND seq = 1", {std::string_view(h.id)})
+        .status();
+  }).ok());
+  auto r = store_->ReadEvents(h.id, 0, 10);
+  EXPECT_EQ(r.status().code(), "corrupt_event");
+  EXPECT_NE(r.status().message().find("seq 1"), std::string::npos);
+}
+
+TEST_F(SessionStoreTest, ReadsAreTheSameBeforeDuringAndAfterCompaction) {
+  std::vector<std::string> ids = {NewOne().id, NewOne().id, NewOne().id};
+  for (int i = 0; i < 30; ++i) {
+    for (size_t s = 0; s < ids.size(); ++s) {
+      ASSERT_TRUE(store_->Append(ids[s], {{"x/y", {{"i", i}, {"s", s}}}}).ok());
+    }
+  }
+  auto snapshot = [&] {
+    std::vector<std::vector<int64_t>> out;
+    for (const auto& id : ids) {
+      std::vector<int64_t> seqs;
+      for (int64_t after : {0, 7, 29}) {
+        auto window = store_->ReadEvents(id, after, 11);
+        EXPECT_TRUE(window.ok());
+        for (const auto& e : *window) seqs.push_back(e.seq * 1000 + e.data["i"].get<int64_t>());
+      }
+      out.push_back(seqs);
+    }
+    return out;
+  };
+  auto before = snapshot();
+  ASSERT_EQ(*store_->Compact(40), 40);  // part of the log: windows now span both tables
+  EXPECT_EQ(snapshot(), before);
+  ASSERT_EQ(*store_->Compact(1000), 50);
+  EXPECT_EQ(snapshot(), before);
+  EXPECT_EQ(*store_->Compact(1000), 0);
+  auto appended = store_->Append(ids[0], {{"x/y", {{"i", 30}}}});
+  EXPECT_EQ((*appended)[0].seq, 31);
+  EXPECT_EQ(store_->ReadEvents(ids[0], 29, 10)->size(), 2u);
+}
+
+TEST_F(SessionStoreTest, ForkCopiesEventsFromBothTables) {
+  SessionHeader p = NewOne();
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(store_->Append(p.id, {{"x/y", {{"i", i}}}}).ok());
+  ASSERT_EQ(*store_->Compact(3), 3);
+  auto child = store_->Fork(p.id, 5, NewSession{.route = p.route});
+  ASSERT_TRUE(child.ok());
+  auto events = store_->ReadEvents(child->id, 0, 10);
+  ASSERT_EQ(events->size(), 5u);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ((*events)[i].data["i"], i);
+}
+
+TEST_F(SessionStoreTest, CompactsByItselfAfterEnoughAppends) {
+  SessionHeader h = NewOne();
+  for (size_t i = 0; i < SessionStore::kCompactEvery + 10; ++i) {
+    ASSERT_TRUE(store_->Append(h.id, {{"x/y", {}}}).ok());
+  }
+  Reopen();  // waits for the compaction in flight and drains the writer
+  int64_t compacted = -1;
+  ASSERT_TRUE(db_->ReadSync([&](store::Tx& tx) {
+    return tx.Query("SELECT COUNT(*) FROM events", {}, [&](const store::Row& row) {
+      compacted = row.Int(0);
+      return Status::Ok();
+    });
+  }).ok());
+  EXPECT_GE(compacted, static_cast<int64_t>(SessionStore::kCompactEvery));
+  EXPECT_EQ(store_->ReadEvents(h.id, 0, 100000)->size(), SessionStore::kCompactEvery + 10);
 }
 
 TEST_F(SessionStoreTest, AsyncFormsCompleteAfterCommit) {

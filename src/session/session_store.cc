@@ -340,9 +340,10 @@ std::vector<store::Migration> SessionStore::Migrations() {
 }
 
 template <typename T>
-void SessionStore::WriteAsync(std::function<Result<T>(store::Tx&)> job, Callback<T> done) {
+void SessionStore::RunAsync(void (store::Database::*run)(store::Database::Job, store::Database::Done),
+                            std::function<Result<T>(store::Tx&)> job, Callback<T> done) {
   auto out = std::make_shared<std::optional<T>>();
-  db_.Write(
+  (db_.*run)(
       [job = std::move(job), out](store::Tx& tx) -> Status {
         auto r = job(tx);
         if (!r.ok()) return r.status();
@@ -356,19 +357,13 @@ void SessionStore::WriteAsync(std::function<Result<T>(store::Tx&)> job, Callback
 }
 
 template <typename T>
+void SessionStore::WriteAsync(std::function<Result<T>(store::Tx&)> job, Callback<T> done) {
+  RunAsync<T>(&store::Database::Write, std::move(job), std::move(done));
+}
+
+template <typename T>
 void SessionStore::ReadAsync(std::function<Result<T>(store::Tx&)> job, Callback<T> done) {
-  auto out = std::make_shared<std::optional<T>>();
-  db_.Read(
-      [job = std::move(job), out](store::Tx& tx) -> Status {
-        auto r = job(tx);
-        if (!r.ok()) return r.status();
-        *out = std::move(r).value();
-        return Status::Ok();
-      },
-      [out, done = std::move(done)](Status st) {
-        if (!st.ok()) return done(st);
-        done(std::move(**out));
-      });
+  RunAsync<T>(&store::Database::Read, std::move(job), std::move(done));
 }
 
 Result<SessionHeader> SessionStore::Create(const NewSession& s) {

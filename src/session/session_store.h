@@ -86,6 +86,9 @@ class SessionStore {
   void NoteAppended(size_t n);
 
   template <typename T>
+  void RunAsync(void (store::Database::*run)(store::Database::Job, store::Database::Done),
+                std::function<Result<T>(store::Tx&)> job, Callback<T> done);
+  template <typename T>
   void WriteAsync(std::function<Result<T>(store::Tx&)> job, Callback<T> done);
   template <typename T>
   void ReadAsync(std::function<Result<T>(store::Tx&)> job, Callback<T> done);

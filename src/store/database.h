@@ -6,6 +6,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -71,27 +72,11 @@ class Database {
   // Typed convenience: the job fills a value that is returned once committed.
   template <typename T>
   Result<T> WriteValue(std::function<Result<T>(Tx&)> job) {
-    std::optional<T> out;
-    Status st = WriteSync([&](Tx& tx) -> Status {
-      auto r = job(tx);
-      if (!r.ok()) return r.status();
-      out = std::move(r).value();
-      return Status::Ok();
-    });
-    if (!st.ok()) return st;
-    return std::move(*out);
+    return RunValue<T>(&Database::WriteSync, std::move(job));
   }
   template <typename T>
   Result<T> ReadValue(std::function<Result<T>(Tx&)> job) {
-    std::optional<T> out;
-    Status st = ReadSync([&](Tx& tx) -> Status {
-      auto r = job(tx);
-      if (!r.ok()) return r.status();
-      out = std::move(r).value();
-      return Status::Ok();
-    });
-    if (!st.ok()) return st;
-    return std::move(*out);
+    return RunValue<T>(&Database::ReadSync, std::move(job));
   }
 
   // Stops accepting jobs, finishes every queued job (commits included) and
@@ -113,6 +98,19 @@ class Database {
     Job job;
     Done done;
   };
+
+  template <typename T>
+  Result<T> RunValue(Status (Database::*run)(Job), std::function<Result<T>(Tx&)> job) {
+    std::optional<T> out;
+    Status st = (this->*run)([&](Tx& tx) -> Status {
+      auto r = job(tx);
+      if (!r.ok()) return r.status();
+      out = std::move(r).value();
+      return Status::Ok();
+    });
+    if (!st.ok()) return st;
+    return std::move(*out);
+  }
 
   Database(std::unique_ptr<ConnectionFactory> factory, DatabaseOptions options);
   Status Start(std::vector<Migration> migrations);

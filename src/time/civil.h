@@ -5,7 +5,9 @@
 // Howard Hinnant's days_from_civil / civil_from_days algorithms. Internal to
 // src/time.
 
+#include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 namespace dsh::time_internal {
 
@@ -68,5 +70,18 @@ static_assert(WeekdayFromDays(0) == 4);   // Thursday
 static_assert(WeekdayFromDays(-1) == 3);  // Wednesday
 static_assert(WeekdayFromDays(-5) == 6);  // Saturday
 static_assert(FloorDiv(-1, 60) == -1 && FloorMod(-1, 60) == 59);
+
+// Reads exactly `n` ASCII digits of `s` at `pos` into `out`; false when
+// they are not all there.
+inline bool Digits(std::string_view s, size_t pos, size_t n, int& out) {
+  if (pos + n > s.size()) return false;
+  int v = 0;
+  for (size_t i = pos; i < pos + n; ++i) {
+    if (s[i] < '0' || s[i] > '9') return false;
+    v = v * 10 + (s[i] - '0');
+  }
+  out = v;
+  return true;
+}
 
 }  // namespace dsh::time_internal

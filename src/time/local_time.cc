@@ -16,17 +16,6 @@ using namespace time_internal;
 
 Status BadLocal(std::string message) { return Status(codes::kInvalidLocalTime, std::move(message)); }
 
-bool Digits(std::string_view s, size_t pos, size_t n, int& out) {
-  if (pos + n > s.size()) return false;
-  int v = 0;
-  for (size_t i = pos; i < pos + n; ++i) {
-    if (s[i] < '0' || s[i] > '9') return false;
-    v = v * 10 + (s[i] - '0');
-  }
-  out = v;
-  return true;
-}
-
 std::string Describe(const LocalDateTime& l) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%04d-%02u-%02u %02u:%02u:%02u", l.year, l.month, l.day, l.hour, l.minute, l.second);

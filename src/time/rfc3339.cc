@@ -20,17 +20,6 @@ Status Bad(std::string_view text, std::string_view why) {
                     std::string(why));
 }
 
-bool Digits(std::string_view s, size_t pos, size_t n, int& out) {
-  if (pos + n > s.size()) return false;
-  int v = 0;
-  for (size_t i = pos; i < pos + n; ++i) {
-    if (s[i] < '0' || s[i] > '9') return false;
-    v = v * 10 + (s[i] - '0');
-  }
-  out = v;
-  return true;
-}
-
 // Seconds and the sub-second part as WallTime::duration, for a valid instant.
 std::string FormatLocal(int64_t local_seconds, int64_t millis, bool always_millis) {
   const int64_t days = FloorDiv(local_seconds, kSecondsPerDay);

@@ -8,7 +8,7 @@ DSH_APT_PACKAGES=(
   libboost-dev nlohmann-json3-dev libsqlite3-dev libhowardhinnant-date-dev tzdata
   libcli11-dev libspdlog-dev libfmt-dev libcurl4-openssl-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  curl python3 python3-croniter nodejs npm
+  curl python3 python3-croniter
 )
 
 as_root() {
@@ -22,6 +22,9 @@ install_deps() {
   for p in "${DSH_APT_PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed' || missing+=("$p")
   done
+  # Node may come from outside Debian (the machine image ships its own); only
+  # install Debian's when there is none, since the two conflict.
+  if ! command -v node >/dev/null || ! command -v npm >/dev/null; then missing+=(nodejs npm); fi
   if [ ${#missing[@]} -gt 0 ]; then
     echo "==> installing: ${missing[*]}"
     as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq

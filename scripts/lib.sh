@@ -36,10 +36,10 @@ install_deps() {
   fi
 }
 
-# configure_and_build DIR [cmake args...]
+# configure_and_build DIR [cmake args...]   (BUILD_TARGET=name builds one target)
 configure_and_build() {
   local dir="$1"; shift
   export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/dsh-ccache}"
   cmake -S "$ROOT" -B "$ROOT/$dir" -G Ninja "$@" >/dev/null
-  cmake --build "$ROOT/$dir"
+  cmake --build "$ROOT/$dir" ${BUILD_TARGET:+--target "$BUILD_TARGET"}
 }

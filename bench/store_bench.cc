@@ -185,13 +185,20 @@ int main(int argc, char** argv) {
     if (!st.ok()) return std::fprintf(stderr, "load: %s\n", st.ToString().c_str()), 1;
   }
   std::string long_id = store.Create({.route = {"echo", "echo"}})->id;
+  int64_t long_num = 0;
+  (void)db->ReadSync([&](store::Tx& tx) {
+    return tx.Query("SELECT num FROM sessions WHERE id = ?", {std::string_view(long_id)}, [&](const store::Row& row) {
+      long_num = row.Int(0);
+      return Status::Ok();
+    });
+  });
   for (int64_t done = 0; done < kEvents;) {
     int64_t n = std::min<int64_t>(50'000, kEvents - done);
     auto st = db->WriteSync([&](store::Tx& tx) -> Status {
       std::string data = R"({"text":"a stored message of moderate length for the window benchmark"})";
       for (int64_t k = 1; k <= n; ++k) {
-        DSH_RETURN_IF_ERROR(tx.Exec("INSERT INTO events (session_id, seq, type, at, data) VALUES (?, ?, ?, ?, ?)",
-                                    {std::string_view(long_id), done + k, std::string_view("message/assistant"),
+        DSH_RETURN_IF_ERROR(tx.Exec("INSERT INTO events (session_num, seq, type, at, data) VALUES (?, ?, ?, ?, ?)",
+                                    {long_num, done + k, std::string_view("message/assistant"),
                                      int64_t{1'700'000'000'000}, std::string_view(data)})
                                 .status());
       }

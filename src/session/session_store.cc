@@ -58,6 +58,18 @@ Result<SessionHeader> GetTx(Tx& tx, const std::string& id) {
   return *h;
 }
 
+// The internal integer key of a session (events are keyed by it: shorter
+// rows and index entries than the text id). not_found when unknown.
+Result<int64_t> SessionNum(Tx& tx, const std::string& id) {
+  std::optional<int64_t> num;
+  DSH_RETURN_IF_ERROR(tx.Query("SELECT num FROM sessions WHERE id = ?", {std::string_view(id)}, [&](const Row& row) {
+    num = row.Int(0);
+    return Status::Ok();
+  }));
+  if (!num) return Unknown(id);
+  return *num;
+}
+
 Status ValidateNew(const NewSession& s) {
   if (s.id && s.id->empty()) return InvalidArguments("session id must not be empty");
   if (s.route.provider.empty() || s.route.model.empty()) {
@@ -143,9 +155,11 @@ Result<std::vector<Event>> AppendTx(Tx& tx, const std::string& id, std::vector<E
                                {n, now, now, std::string_view(id)}));
   if (changed == 0) return Unknown(id);
   std::optional<int64_t> last;
+  int64_t num = 0;
   DSH_RETURN_IF_ERROR(
-      tx.Query("SELECT last_seq FROM sessions WHERE id = ?", {std::string_view(id)}, [&](const Row& row) {
-        last = row.Int(0);
+      tx.Query("SELECT num, last_seq FROM sessions WHERE id = ?", {std::string_view(id)}, [&](const Row& row) {
+        num = row.Int(0);
+        last = row.Int(1);
         return Status::Ok();
       }));
   if (!last) return Internal("session " + id + " vanished inside its own transaction");
@@ -155,8 +169,8 @@ Result<std::vector<Event>> AppendTx(Tx& tx, const std::string& id, std::vector<E
   for (const auto& d : drafts) {
     ++seq;
     std::string data = DumpJson(d.data);
-    DSH_RETURN_IF_ERROR(tx.Exec("INSERT INTO events_recent (session_id, seq, type, at, data) VALUES (?, ?, ?, ?, ?)",
-                                {std::string_view(id), seq, std::string_view(d.type), now, std::string_view(data)})
+    DSH_RETURN_IF_ERROR(tx.Exec("INSERT INTO events_recent (session_num, seq, type, at, data) VALUES (?, ?, ?, ?, ?)",
+                                {num, seq, std::string_view(d.type), now, std::string_view(data)})
                             .status());
     if (TitleColumn(d.type) != nullptr) {
       DSH_RETURN_IF_ERROR(UpdateTitle(tx, id, d.type, d.data["title"].get<std::string>()));
@@ -187,7 +201,7 @@ Result<Event> EventFromRow(const std::string& session_id, const Row& row) {
 // `events_recent`: read the first table, then continue in the second.
 Result<std::vector<Event>> ReadEventsTx(Tx& tx, const std::string& id, int64_t after_seq, int64_t limit) {
   if (limit <= 0) return InvalidArguments("limit must be positive");
-  DSH_RETURN_IF_ERROR(GetTx(tx, id).status());
+  DSH_ASSIGN_OR_RETURN(int64_t num, SessionNum(tx, id));
   std::vector<Event> out;
   auto collect = [&](const Row& row) -> Status {
     DSH_ASSIGN_OR_RETURN(Event e, EventFromRow(id, row));
@@ -195,14 +209,14 @@ Result<std::vector<Event>> ReadEventsTx(Tx& tx, const std::string& id, int64_t a
     return Status::Ok();
   };
   DSH_RETURN_IF_ERROR(
-      tx.Query("SELECT seq, type, at, data FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
-               {std::string_view(id), after_seq, limit}, collect));
+      tx.Query("SELECT seq, type, at, data FROM events WHERE session_num = ? AND seq > ? ORDER BY seq LIMIT ?",
+               {num, after_seq, limit}, collect));
   auto have = static_cast<int64_t>(out.size());
   if (have < limit) {
     int64_t after = have > 0 ? out.back().seq : after_seq;
     DSH_RETURN_IF_ERROR(tx.Query(
-        "SELECT seq, type, at, data FROM events_recent WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
-        {std::string_view(id), after, limit - have}, collect));
+        "SELECT seq, type, at, data FROM events_recent WHERE session_num = ? AND seq > ? ORDER BY seq LIMIT ?",
+        {num, after, limit - have}, collect));
   }
   return out;
 }
@@ -227,16 +241,19 @@ Result<SessionHeader> ForkTx(Tx& tx, const std::string& parent_id, int64_t seed_
                             std::to_string(parent.last_seq) + " of session " + parent_id);
   }
   DSH_ASSIGN_OR_RETURN(SessionHeader h, CreateTx(tx, child, now, clock, parent_id, seed_length));
+  DSH_ASSIGN_OR_RETURN(int64_t parent_num, SessionNum(tx, parent_id));
+  DSH_ASSIGN_OR_RETURN(int64_t child_num, SessionNum(tx, h.id));
   for (const char* table : {"events", "events_recent"}) {
-    std::string sql = std::string("INSERT INTO events (session_id, seq, type, at, data) SELECT ?, seq, type, at, data FROM ") +
-                      table + " WHERE session_id = ? AND seq <= ?";
-    DSH_RETURN_IF_ERROR(tx.Exec(sql, {std::string_view(h.id), std::string_view(parent_id), seed_length}).status());
+    std::string sql =
+        std::string("INSERT INTO events (session_num, seq, type, at, data) SELECT ?, seq, type, at, data FROM ") +
+        table + " WHERE session_num = ? AND seq <= ?";
+    DSH_RETURN_IF_ERROR(tx.Exec(sql, {child_num, parent_num, seed_length}).status());
   }
   // Title snapshot of the inherited prefix.
   std::vector<std::pair<std::string, std::string>> titles;
   DSH_RETURN_IF_ERROR(tx.Query(
-      "SELECT type, data, seq FROM events WHERE session_id = ? AND seq <= ? AND type IN (?, ?, ?) ORDER BY seq",
-      {std::string_view(h.id), seed_length, event_types::kTitleUser, event_types::kTitleGenerated,
+      "SELECT type, data, seq FROM events WHERE session_num = ? AND seq <= ? AND type IN (?, ?, ?) ORDER BY seq",
+      {child_num, seed_length, event_types::kTitleUser, event_types::kTitleGenerated,
        event_types::kTitleFallback},
       [&](const Row& row) -> Status {
         auto data = ParseJson(row.Text(1));
@@ -284,8 +301,8 @@ Result<int64_t> CompactTx(Tx& tx, int64_t max_rows) {
   }));
   if (!lo) return int64_t{0};
   int64_t hi = *lo + max_rows - 1;
-  DSH_RETURN_IF_ERROR(tx.Exec("INSERT INTO events (session_id, seq, type, at, data) "
-                              "SELECT session_id, seq, type, at, data FROM events_recent WHERE id <= ? ORDER BY id",
+  DSH_RETURN_IF_ERROR(tx.Exec("INSERT INTO events (session_num, seq, type, at, data) "
+                              "SELECT session_num, seq, type, at, data FROM events_recent WHERE id <= ? ORDER BY id",
                               {hi})
                           .status());
   return tx.Exec("DELETE FROM events_recent WHERE id <= ?", {hi});
@@ -299,7 +316,8 @@ std::vector<store::Migration> SessionStore::Migrations() {
        1,
        {
            "CREATE TABLE sessions ("
-           " id TEXT PRIMARY KEY,"
+           " num /*sqlite: INTEGER PRIMARY KEY*/ /*postgres: BIGSERIAL PRIMARY KEY*/,"
+           " id TEXT NOT NULL UNIQUE,"
            " created_at BIGINT NOT NULL,"
            " updated_at BIGINT NOT NULL,"
            " cwd TEXT,"
@@ -318,23 +336,23 @@ std::vector<store::Migration> SessionStore::Migrations() {
            " title_fallback TEXT)",
            "CREATE INDEX sessions_by_update ON sessions (updated_at DESC, id)",
            "CREATE TABLE events ("
-           " session_id TEXT NOT NULL,"
+           " session_num BIGINT NOT NULL,"
            " seq BIGINT NOT NULL,"
            " type TEXT NOT NULL,"
            " at BIGINT NOT NULL,"
            " data TEXT NOT NULL,"
-           " PRIMARY KEY (session_id, seq)) /*sqlite: WITHOUT ROWID*/",
+           " PRIMARY KEY (session_num, seq)) /*sqlite: WITHOUT ROWID*/",
            // New events land here, in append order, so a commit of many
            // sessions' appends writes a few tail pages instead of one page
            // per session; CompactTx moves them to `events` in bulk.
            "CREATE TABLE events_recent ("
            " id /*sqlite: INTEGER PRIMARY KEY*/ /*postgres: BIGSERIAL PRIMARY KEY*/,"
-           " session_id TEXT NOT NULL,"
+           " session_num BIGINT NOT NULL,"
            " seq BIGINT NOT NULL,"
            " type TEXT NOT NULL,"
            " at BIGINT NOT NULL,"
            " data TEXT NOT NULL)",
-           "CREATE UNIQUE INDEX events_recent_by_session ON events_recent (session_id, seq)",
+           "CREATE UNIQUE INDEX events_recent_by_session ON events_recent (session_num, seq)",
        }},
   };
 }

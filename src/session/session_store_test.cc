@@ -218,7 +218,7 @@ TEST_F(SessionStoreTest, ACorruptStoredEventIsAClearErrorNamingSessionAndSeq) {
   SessionHeader h = NewOne();
   ASSERT_TRUE(store_->Append(h.id, {{"x/y", {}}, {"x/y", {}}}).ok());
   ASSERT_TRUE(db_->WriteSync([&](store::Tx& tx) {
-    return tx.Exec("UPDATE events_recent SET data = '{broken' WHERE session_id = ? AND seq = 2",
+    return tx.Exec("UPDATE events_recent SET data = '{broken' WHERE seq = 2 AND session_num = (SELECT num FROM sessions WHERE id = ?)",
                    {std::string_view(h.id)})
         .status();
   }).ok());
@@ -234,7 +234,7 @@ TEST_F(SessionStoreTest, ACorruptCompactedEventIsAlsoAClearError) {
   ASSERT_TRUE(store_->Append(h.id, {{"x/y", {}}, {"x/y", {}}}).ok());
   ASSERT_EQ(*store_->Compact(100), 2);
   ASSERT_TRUE(db_->WriteSync([&](store::Tx& tx) {
-    return tx.Exec("UPDATE events SET data = 'null' WHERE session_id = ? AND seq = 1", {std::string_view(h.id)})
+    return tx.Exec("UPDATE events SET data = 'null' WHERE seq = 1 AND session_num = (SELECT num FROM sessions WHERE id = ?)", {std::string_view(h.id)})
         .status();
   }).ok());
   auto r = store_->ReadEvents(h.id, 0, 10);

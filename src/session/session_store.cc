@@ -147,35 +147,35 @@ Result<std::vector<Event>> AppendTx(Tx& tx, const std::string& id, std::vector<E
   }
   for (const auto& d : drafts) DSH_RETURN_IF_ERROR(ValidateDraft(d));
   auto n = static_cast<int64_t>(drafts.size());
-  // Not UPDATE ... RETURNING: SQLite takes a much slower path for RETURNING
-  // when an indexed column (updated_at) changes.
-  DSH_ASSIGN_OR_RETURN(int64_t changed,
-                       tx.Exec("UPDATE sessions SET last_seq = last_seq + ?, "
-                               "updated_at = CASE WHEN updated_at > ? THEN updated_at ELSE ? END WHERE id = ?",
-                               {n, now, now, std::string_view(id)}));
-  if (changed == 0) return Unknown(id);
+  // Look the session up by its text id once, then update it by its integer
+  // key (not UPDATE ... RETURNING: SQLite takes a much slower path for
+  // RETURNING when an indexed column, updated_at, changes).
   std::optional<int64_t> last;
   int64_t num = 0;
   DSH_RETURN_IF_ERROR(
       tx.Query("SELECT num, last_seq FROM sessions WHERE id = ?", {std::string_view(id)}, [&](const Row& row) {
         num = row.Int(0);
-        last = row.Int(1);
+        last = row.Int(1) + n;
         return Status::Ok();
       }));
-  if (!last) return Internal("session " + id + " vanished inside its own transaction");
+  if (!last) return Unknown(id);
+  DSH_RETURN_IF_ERROR(tx.Exec("UPDATE sessions SET last_seq = ?, "
+                              "updated_at = CASE WHEN updated_at > ? THEN updated_at ELSE ? END WHERE num = ?",
+                              {*last, now, now, num})
+                          .status());
   std::vector<Event> out;
   out.reserve(drafts.size());
   int64_t seq = *last - n;
-  for (const auto& d : drafts) {
+  for (auto& d : drafts) {  // consumed: the drafts move into the result
     ++seq;
     std::string data = DumpJson(d.data);
     DSH_RETURN_IF_ERROR(tx.Exec("INSERT INTO events_recent (session_num, seq, type, at, data) VALUES (?, ?, ?, ?, ?)",
                                 {num, seq, std::string_view(d.type), now, std::string_view(data)})
                             .status());
     if (TitleColumn(d.type) != nullptr) {
-      DSH_RETURN_IF_ERROR(UpdateTitle(tx, id, d.type, d.data["title"].get<std::string>()));
+      DSH_RETURN_IF_ERROR(UpdateTitle(tx, id, d.type, d.data.at("title").get<std::string>()));
     }
-    out.push_back(Event{seq, d.type, now, d.data});
+    out.push_back(Event{seq, std::move(d.type), now, std::move(d.data)});
   }
   return out;
 }

@@ -3,25 +3,15 @@
 #include <sstream>
 
 #include "app/command.h"
+#include "app/testing/run_cli.h"
 #include "app/version.h"
 
 namespace dsh::app {
 namespace {
 
-struct CliRun {
-  int code;
-  std::string out;
-  std::string err;
-};
+using dsh::testing::CliRun;
 
-CliRun RunArgs(std::vector<const char*> args) {
-  args.insert(args.begin(), "dsh");
-  std::ostringstream out, err;
-  FakeClock clock;
-  CommandContext ctx{out, err, clock};
-  int code = RunCli(static_cast<int>(args.size()), args.data(), ctx);
-  return {code, out.str(), err.str()};
-}
+CliRun RunArgs(std::vector<const char*> args) { return dsh::testing::RunCliWith(std::move(args)); }
 
 TEST(Cli, PrintsVersion) {
   CliRun r = RunArgs({"--version"});

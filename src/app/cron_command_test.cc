@@ -4,24 +4,16 @@
 
 #include <sstream>
 
+#include "app/testing/run_cli.h"
 #include "time/rfc3339.h"
 
 namespace dsh::app {
 namespace {
 
-struct CliRun {
-  int code;
-  std::string out;
-  std::string err;
-};
+using dsh::testing::CliRun;
 
 CliRun RunDsh(std::vector<const char*> args, const char* now = "2026-03-07T12:00:00Z") {
-  args.insert(args.begin(), "dsh");
-  std::ostringstream out, err;
-  FakeClock clock(*ParseRfc3339(now));
-  CommandContext ctx{out, err, clock};
-  int code = RunCli(static_cast<int>(args.size()), args.data(), ctx);
-  return {code, out.str(), err.str()};
+  return dsh::testing::RunCliWith(std::move(args), *ParseRfc3339(now));
 }
 
 TEST(CronCommand, NextPrintsOccurrencesWithTheZonesOffset) {

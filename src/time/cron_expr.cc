@@ -183,15 +183,18 @@ bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
 int64_t CeilToMinute(int64_t s) { return FloorDiv(s, 60) * 60 + (FloorMod(s, 60) != 0 ? 60 : 0); }
 int64_t FloorToMinute(int64_t s) { return FloorDiv(s, 60) * 60; }
 
-// Memoizes one search of a monotone "first match at or after x" function:
-// no match lies in [from, result), so any x in that interval has the same
-// answer. Consecutive periods of one Next() call usually hit it.
-template <typename Fn>
-class ForwardMemo {
+// Memoizes one search of a monotone "first match at or after x" function
+// (kForward) or "last match at or before x" (!kForward): no match lies
+// between `from` and the result, so any x in that interval has the same
+// answer. Consecutive periods of one Next()/LatestAtOrBefore() call usually
+// hit it.
+template <bool kForward, typename Fn>
+class SearchMemo {
  public:
-  explicit ForwardMemo(Fn fn) : fn_(fn) {}
+  explicit SearchMemo(Fn fn) : fn_(fn) {}
   std::optional<int64_t> operator()(int64_t x) {
-    if (!valid_ || x < from_ || (result_ && x > *result_)) {
+    bool outside = kForward ? (x < from_ || (result_ && x > *result_)) : (x > from_ || (result_ && x < *result_));
+    if (!valid_ || outside) {
       from_ = x;
       result_ = fn_(x);
       valid_ = true;
@@ -205,26 +208,14 @@ class ForwardMemo {
   int64_t from_ = 0;
   std::optional<int64_t> result_;
 };
-
 template <typename Fn>
-class BackwardMemo {
- public:
-  explicit BackwardMemo(Fn fn) : fn_(fn) {}
-  std::optional<int64_t> operator()(int64_t x) {
-    if (!valid_ || x > from_ || (result_ && x < *result_)) {
-      from_ = x;
-      result_ = fn_(x);
-      valid_ = true;
-    }
-    return result_;
-  }
-
- private:
-  Fn fn_;
-  bool valid_ = false;
-  int64_t from_ = 0;
-  std::optional<int64_t> result_;
-};
+SearchMemo<true, Fn> ForwardMemo(Fn fn) {
+  return SearchMemo<true, Fn>(fn);
+}
+template <typename Fn>
+SearchMemo<false, Fn> BackwardMemo(Fn fn) {
+  return SearchMemo<false, Fn>(fn);
+}
 
 }  // namespace
 
@@ -408,7 +399,7 @@ std::optional<int64_t> CronExpr::PrevLocal(int64_t local) const {
 std::optional<WallTime> CronExpr::Next(WallTime after, const TimeZone& zone) const {
   const ZoneRules& rules = zone.rules();
   const bool fixed = !follows_elapsed_time();
-  ForwardMemo next_local([this](int64_t x) { return NextLocal(x); });
+  auto next_local = ForwardMemo([this](int64_t x) { return NextLocal(x); });
   // Occurrences are whole seconds, so "strictly after `after`" means ">= s".
   int64_t s = FloorSeconds(after) + 1;
   while (true) {
@@ -433,7 +424,7 @@ std::optional<WallTime> CronExpr::Next(WallTime after, const TimeZone& zone) con
 std::optional<WallTime> CronExpr::LatestAtOrBefore(WallTime now, const TimeZone& zone) const {
   const ZoneRules& rules = zone.rules();
   const bool fixed = !follows_elapsed_time();
-  BackwardMemo prev_local([this](int64_t x) { return PrevLocal(x); });
+  auto prev_local = BackwardMemo([this](int64_t x) { return PrevLocal(x); });
   int64_t s = FloorSeconds(now);
   while (true) {
     const OffsetPeriod p = rules.PeriodAt(s);

@@ -85,6 +85,7 @@ AppendResult Appends(const std::string& path, int appenders, size_t max_batch, d
           done.fetch_add(1, std::memory_order_relaxed);
         }
         running--;
+        running.notify_all();
       });
     }
   } else {
@@ -94,6 +95,7 @@ AppendResult Appends(const std::string& path, int appenders, size_t max_batch, d
         done.fetch_add(1, std::memory_order_relaxed);
         if (stop.load(std::memory_order_relaxed)) {
           running--;
+          running.notify_all();
           return;
         }
         next(i);
@@ -104,7 +106,7 @@ AppendResult Appends(const std::string& path, int appenders, size_t max_batch, d
   std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
   stop = true;
   for (auto& t : threads) t.join();
-  while (running.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  for (int left = running.load(); left > 0; left = running.load()) running.wait(left);
   double elapsed = std::chrono::duration<double>(Clock_::now() - start).count();
   auto after = db->stats();
   return {static_cast<double>(done.load()) / elapsed, static_cast<double>(after.commits - before.commits) / elapsed};

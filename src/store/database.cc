@@ -65,29 +65,23 @@ void Database::Close() {
   }
 }
 
-void Database::Write(Job job, Done done) {
+void Database::Enqueue(std::deque<Pending>& queue, std::condition_variable& cv, const char* what, Job job,
+                       Done done) {
   {
     std::lock_guard lock(mu_);
     if (!closing_) {
-      write_queue_.push_back(Pending{std::move(job), std::move(done)});
-      write_cv_.notify_one();
+      queue.push_back(Pending{std::move(job), std::move(done)});
+      cv.notify_one();
       return;
     }
   }
-  Finish(done, Status(codes::kShuttingDown, "the database is closing; the write was not attempted"));
+  Finish(done, Status(codes::kShuttingDown, std::string("the database is closing; the ") + what +
+                                                " was not attempted"));
 }
 
-void Database::Read(Job job, Done done) {
-  {
-    std::lock_guard lock(mu_);
-    if (!closing_) {
-      read_queue_.push_back(Pending{std::move(job), std::move(done)});
-      read_cv_.notify_one();
-      return;
-    }
-  }
-  Finish(done, Status(codes::kShuttingDown, "the database is closing; the read was not attempted"));
-}
+void Database::Write(Job job, Done done) { Enqueue(write_queue_, write_cv_, "write", std::move(job), std::move(done)); }
+
+void Database::Read(Job job, Done done) { Enqueue(read_queue_, read_cv_, "read", std::move(job), std::move(done)); }
 
 Status Database::WriteSync(Job job) {
   std::promise<Status> promise;

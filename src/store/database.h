@@ -114,6 +114,8 @@ class Database {
 
   Database(std::unique_ptr<ConnectionFactory> factory, DatabaseOptions options);
   Status Start(std::vector<Migration> migrations);
+  // Queues a job unless closing; then `done` gets `shutting_down` at once.
+  void Enqueue(std::deque<Pending>& queue, std::condition_variable& cv, const char* what, Job job, Done done);
   void WriterLoop(std::unique_ptr<Connection> conn);
   void ReaderLoop(std::unique_ptr<Connection> conn);
   void CommitBatch(Connection& conn, std::vector<Pending>& batch);

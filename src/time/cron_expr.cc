@@ -304,14 +304,25 @@ uint32_t CronExpr::DayMask(int64_t year, unsigned month) const {
   return (dom_star || dow_star) ? (dom & dow) : (dom | dow);
 }
 
-std::optional<int64_t> CronExpr::NextLocal(int64_t local) const {
+namespace {
+
+// Local seconds since the epoch as calendar fields, seconds dropped.
+struct LocalFields {
+  int64_t year;
+  unsigned month, day, hour, minute;
+};
+
+LocalFields SplitLocal(int64_t local) {
   const int64_t days = FloorDiv(local, kSecondsPerDay);
   const int64_t sod = local - days * kSecondsPerDay;
   const CivilDate c = CivilFromDays(days);
-  int64_t y = c.year;
-  unsigned mo = c.month, d = c.day;
-  auto h = static_cast<unsigned>(sod / 3600);
-  auto mi = static_cast<unsigned>(sod / 60 % 60);
+  return {c.year, c.month, c.day, static_cast<unsigned>(sod / 3600), static_cast<unsigned>(sod / 60 % 60)};
+}
+
+}  // namespace
+
+std::optional<int64_t> CronExpr::NextLocal(int64_t local) const {
+  auto [y, mo, d, h, mi] = SplitLocal(local);
   while (y <= 9999) {
     const uint32_t mmask = months_ & ~((1u << mo) - 1);
     if (mmask == 0) {
@@ -349,13 +360,7 @@ std::optional<int64_t> CronExpr::NextLocal(int64_t local) const {
 }
 
 std::optional<int64_t> CronExpr::PrevLocal(int64_t local) const {
-  const int64_t days = FloorDiv(local, kSecondsPerDay);
-  const int64_t sod = local - days * kSecondsPerDay;
-  const CivilDate c = CivilFromDays(days);
-  int64_t y = c.year;
-  unsigned mo = c.month, d = c.day;
-  auto h = static_cast<unsigned>(sod / 3600);
-  auto mi = static_cast<unsigned>(sod / 60 % 60);
+  auto [y, mo, d, h, mi] = SplitLocal(local);
   auto highest = [](uint64_t v) { return static_cast<unsigned>(63 - std::countl_zero(v)); };
   while (y >= 1) {
     const uint32_t mmask = months_ & ((2u << mo) - 1);

@@ -23,6 +23,58 @@ struct Config {
   struct Log {
     std::string level = "info";
   } log;
+
+  // `model`: the default route "provider/model" (DSH_MODEL wins over it).
+  // Empty = not configured here.
+  std::string model;
+
+  // `providers.NAME`: model providers beyond the built-in `echo`, `openai`
+  // and `deepseek` (a declared name replaces a built-in one).
+  struct ProviderModel {
+    std::string name;
+    // Reasoning efforts the model accepts ("low", "medium", "high", ...);
+    // empty = the model takes no reasoning_effort.
+    std::vector<std::string> reasoning_efforts;
+  };
+  struct Provider {
+    std::string name;
+    std::string type = "openai";  // "openai" (Chat Completions) or "echo"
+    std::string base_url;         // required for type openai
+    std::string api_key_env;      // environment variable holding the key; "" = no key
+    // The models it serves; empty = any model name, with no reasoning efforts.
+    std::vector<ProviderModel> models;
+  };
+  std::vector<Provider> providers;  // in name order
+
+  // `presets.ID`: system prompt and tool groups of an agent kind.
+  struct Preset {
+    std::string id;
+    std::string system_prompt;
+    // Tool groups the preset may use ("sessions", "loop", ...); empty = all.
+    std::vector<std::string> tool_groups;
+    bool all_tools = true;  // true when `tools` was not given
+  };
+  std::vector<Preset> presets;  // in id order; a built-in "default" when none
+  std::string default_preset = "default";  // `default_preset`; must name a preset
+
+  // `workspaces.ID: /absolute/path`.
+  struct Workspace {
+    std::string id;
+    std::string path;  // absolute, lexically normalized
+  };
+  std::vector<Workspace> workspaces;  // in id order
+
+  struct Interface {
+    bool global_session = true;  // `interface.global_session`
+  } interface;
+
+  struct Agents {
+    int64_t idle_eviction_seconds = 600;  // `agents.idle_eviction` (seconds, >= 1)
+    int64_t max_steps = 50;               // `agents.max_steps` (1..10000)
+  } agents;
+
+  const Preset* FindPreset(const std::string& id) const;
+  const Provider* FindProvider(const std::string& name) const;
 };
 
 // Loads and merges `files` (those that do not exist are skipped only when

@@ -1,5 +1,7 @@
 #include "session/session_store.h"
 
+#include <future>
+
 #include <spdlog/spdlog.h>
 
 #include "base/ids.h"
@@ -396,21 +398,39 @@ void SessionStore::CreateAsync(NewSession s, Callback<SessionHeader> done) {
 }
 
 Result<std::vector<Event>> SessionStore::Append(const std::string& id, std::vector<EventDraft> events) {
-  size_t n = events.size();
-  auto result = db_.WriteValue<std::vector<Event>>(
-      [&](Tx& tx) { return AppendTx(tx, id, events, ToUnixMillis(clock_.Now())); });
-  NoteAppended(n);  // after the append, so a compaction it starts includes it
-  return result;
+  // Through the async path so the hub sees appends in commit order.
+  std::promise<Result<std::vector<Event>>> promise;
+  auto future = promise.get_future();
+  AppendWithAsync(id, std::move(events), nullptr, [&promise](Result<std::vector<Event>> r) { promise.set_value(std::move(r)); });
+  return future.get();
 }
 
 void SessionStore::AppendAsync(std::string id, std::vector<EventDraft> events, Callback<std::vector<Event>> done) {
+  AppendWithAsync(std::move(id), std::move(events), nullptr, std::move(done));
+}
+
+void SessionStore::AppendWithAsync(std::string id, std::vector<EventDraft> events, AlsoFn also,
+                                   Callback<std::vector<Event>> done) {
   size_t n = events.size();
+  auto published = Published(id, std::move(done));
   WriteAsync<std::vector<Event>>(
-      [this, id = std::move(id), events = std::move(events)](Tx& tx) mutable {
-        return AppendTx(tx, id, events, ToUnixMillis(clock_.Now()));
+      [this, id = std::move(id), events = std::move(events), also = std::move(also)](Tx& tx) mutable
+      -> Result<std::vector<Event>> {
+        DSH_ASSIGN_OR_RETURN(auto stored, AppendTx(tx, id, events, ToUnixMillis(clock_.Now())));
+        if (also) DSH_RETURN_IF_ERROR(also(tx, stored));
+        return stored;
       },
-      std::move(done));
+      std::move(published));
   NoteAppended(n);  // queued after the append, so a compaction it starts includes it
+}
+
+SessionStore::Callback<std::vector<Event>> SessionStore::Published(const std::string& session_id,
+                                                                    Callback<std::vector<Event>> done) {
+  if (hub_ == nullptr) return done;
+  return [hub = hub_, session_id, done = std::move(done)](Result<std::vector<Event>> r) {
+    if (r.ok()) hub->Publish(session_id, *r);
+    done(std::move(r));
+  };
 }
 
 SessionStore::~SessionStore() {

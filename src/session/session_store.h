@@ -11,6 +11,7 @@
 #include "base/clock.h"
 #include "base/status.h"
 #include "session/event.h"
+#include "session/event_hub.h"
 #include "session/session_header.h"
 #include "session/titles.h"
 #include "store/database.h"
@@ -40,7 +41,8 @@ class SessionStore {
   // The migrations of the "session" schema module.
   static std::vector<store::Migration> Migrations();
 
-  SessionStore(store::Database& db, const Clock& clock) : db_(db), clock_(clock) {}
+  // `hub`, when given, receives every append after it committed.
+  SessionStore(store::Database& db, const Clock& clock, EventHub* hub = nullptr) : db_(db), clock_(clock), hub_(hub) {}
   // Waits for a background compaction in flight, if any.
   ~SessionStore();
 
@@ -53,6 +55,13 @@ class SessionStore {
   // session's title snapshot in the same transaction.
   Result<std::vector<Event>> Append(const std::string& session_id, std::vector<EventDraft> events);
   void AppendAsync(std::string session_id, std::vector<EventDraft> events, Callback<std::vector<Event>> done);
+
+  // Like AppendAsync, and runs `also` in the same transaction after the
+  // events were inserted: both commit or neither does (an error from `also`
+  // fails the append). Used to consume inbox messages exactly once.
+  using AlsoFn = std::function<Status(store::Tx&, const std::vector<Event>&)>;
+  void AppendWithAsync(std::string session_id, std::vector<EventDraft> events, AlsoFn also,
+                       Callback<std::vector<Event>> done);
 
   Result<SessionHeader> Get(const std::string& session_id);
   void GetAsync(std::string session_id, Callback<SessionHeader> done);
@@ -93,8 +102,12 @@ class SessionStore {
   template <typename T>
   void ReadAsync(std::function<Result<T>(store::Tx&)> job, Callback<T> done);
 
+  // Wraps `done` so committed events reach the hub first.
+  Callback<std::vector<Event>> Published(const std::string& session_id, Callback<std::vector<Event>> done);
+
   store::Database& db_;
   const Clock& clock_;
+  EventHub* hub_;
   std::atomic<size_t> appended_since_compaction_{0};
   std::mutex compaction_mu_;
   std::condition_variable compaction_cv_;

@@ -1,0 +1,43 @@
+#include "session/event_hub.h"
+
+namespace dsh::session {
+
+EventHub::Subscription::~Subscription() { hub_.Unsubscribe(id_); }
+
+std::unique_ptr<EventHub::Subscription> EventHub::Subscribe(const std::string& session_id, Listener listener) {
+  std::lock_guard lock(mu_);
+  uint64_t id = next_id_++;
+  entries_.emplace(id, Entry{session_id, std::move(listener)});
+  by_session_.emplace(session_id, id);
+  return std::unique_ptr<Subscription>(new Subscription(*this, id));
+}
+
+std::unique_ptr<EventHub::Subscription> EventHub::SubscribeAll(Listener listener) {
+  return Subscribe("", std::move(listener));
+}
+
+void EventHub::Unsubscribe(uint64_t id) {
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(id);
+  if (it == entries_.end()) return;
+  auto [lo, hi] = by_session_.equal_range(it->second.session_id);
+  for (auto s = lo; s != hi; ++s) {
+    if (s->second == id) {
+      by_session_.erase(s);
+      break;
+    }
+  }
+  entries_.erase(it);
+}
+
+void EventHub::Publish(const std::string& session_id, const std::vector<Event>& events) {
+  if (events.empty()) return;
+  std::lock_guard lock(mu_);
+  for (const std::string* key : {&session_id, static_cast<const std::string*>(nullptr)}) {
+    static const std::string kAll;
+    auto [lo, hi] = by_session_.equal_range(key ? *key : kAll);
+    for (auto s = lo; s != hi; ++s) entries_.at(s->second).listener(session_id, events);
+  }
+}
+
+}  // namespace dsh::session

@@ -1,0 +1,65 @@
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "session/event.h"
+
+namespace dsh::session {
+
+// Fans committed events out to in-process listeners (the live event stream,
+// plugins that react to events). SessionStore publishes every append after
+// its COMMIT returned, from the database writer thread, in commit order, so
+// a listener sees each session's events in seq order. Events appended by
+// another host on the same profile are not published here; a listener that
+// sees a seq gap reads the missing events from the store.
+//
+// Listeners run on the publishing thread: they must be quick and must not
+// block or call back into the hub (post to your own strand instead).
+//
+// Thread-safe.
+class EventHub {
+ public:
+  using Listener = std::function<void(const std::string& session_id, const std::vector<Event>& events)>;
+
+  // Unsubscribes when destroyed; after the destructor returns the listener
+  // is not running and will not run again.
+  class Subscription {
+   public:
+    ~Subscription();
+    Subscription(const Subscription&) = delete;
+    Subscription& operator=(const Subscription&) = delete;
+
+   private:
+    friend class EventHub;
+    Subscription(EventHub& hub, uint64_t id) : hub_(hub), id_(id) {}
+    EventHub& hub_;
+    uint64_t id_;
+  };
+
+  // Listens to one session's events.
+  std::unique_ptr<Subscription> Subscribe(const std::string& session_id, Listener listener);
+  // Listens to every session's events.
+  std::unique_ptr<Subscription> SubscribeAll(Listener listener);
+
+  void Publish(const std::string& session_id, const std::vector<Event>& events);
+
+ private:
+  struct Entry {
+    std::string session_id;  // empty = all sessions
+    Listener listener;
+  };
+  void Unsubscribe(uint64_t id);
+
+  // Held while listeners run, so Unsubscribe waits for a running listener.
+  std::mutex mu_;
+  uint64_t next_id_ = 1;                                 // GUARDED_BY(mu_)
+  std::map<uint64_t, Entry> entries_;                     // GUARDED_BY(mu_)
+  std::multimap<std::string, uint64_t> by_session_;       // GUARDED_BY(mu_)
+};
+
+}  // namespace dsh::session

@@ -21,7 +21,7 @@ Result<std::unique_ptr<Host>> Host::Open(const HostOptions& options) {
       host->config_.storage.synchronous_full ? store::SqliteOptions::Synchronous::kFull : store::SqliteOptions::Synchronous::kNormal;
   DSH_ASSIGN_OR_RETURN(host->db_, store::Database::Open(std::make_unique<store::SqliteConnectionFactory>(sqlite),
                                                          AllMigrations()));
-  host->sessions_ = std::make_unique<session::SessionStore>(*host->db_, *host->clock_);
+  host->sessions_ = std::make_unique<session::SessionStore>(*host->db_, *host->clock_, &host->events_);
   return host;
 }
 

@@ -36,6 +36,8 @@ class Host {
   const Clock& clock() const { return *clock_; }
   store::Database& database() { return *db_; }
   session::SessionStore& sessions() { return *sessions_; }
+  // Every event committed by this host's session store, as it commits.
+  session::EventHub& events() { return events_; }
   agent::ToolRegistry& tools() { return tools_; }
 
   // Finishes queued commits and closes the database. Idempotent.
@@ -51,6 +53,7 @@ class Host {
   Config config_;
   const Clock* clock_;
   std::unique_ptr<store::Database> db_;
+  session::EventHub events_;
   std::unique_ptr<session::SessionStore> sessions_;
   agent::ToolRegistry tools_;
 };

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -61,11 +62,33 @@ struct ModelDelta {
 // number of times; a cancelled call completes with `cancelled`.
 class CancelToken {
  public:
-  void Cancel() { cancelled_.store(true, std::memory_order_relaxed); }
+  void Cancel() {
+    std::vector<std::function<void()>> callbacks;
+    {
+      std::lock_guard lock(mu_);
+      if (cancelled_.exchange(true)) return;
+      callbacks.swap(callbacks_);
+    }
+    for (auto& fn : callbacks) fn();
+  }
   bool cancelled() const { return cancelled_.load(std::memory_order_relaxed); }
+  // Runs `fn` once when the token is cancelled: on the cancelling thread, or
+  // at once on this one if it already is.
+  void OnCancel(std::function<void()> fn) {
+    {
+      std::lock_guard lock(mu_);
+      if (!cancelled_) {
+        callbacks_.push_back(std::move(fn));
+        return;
+      }
+    }
+    fn();
+  }
 
  private:
+  std::mutex mu_;
   std::atomic<bool> cancelled_{false};
+  std::vector<std::function<void()>> callbacks_;  // GUARDED_BY(mu_)
 };
 
 // A model provider. Implementations are thread-safe: Stream may be called

@@ -18,6 +18,13 @@ struct ToolContext {
   std::optional<std::string> session_id;
   // How many session_create hops separate the caller from a root session.
   int64_t delegation_depth = 0;
+  // The calling agent's model route and preset, when an agent calls (absent
+  // for HTTP and CLI calls): session_create inherits them.
+  std::optional<std::string> provider;
+  std::optional<std::string> model;
+  std::optional<std::string> reasoning_effort;
+  std::optional<std::string> preset;
+  bool agent_call = false;  // true for a model's tool call inside a turn
 };
 
 // One tool. Implementations are thread-safe: Invoke may be called from any

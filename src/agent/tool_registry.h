@@ -19,18 +19,25 @@ class ToolRegistry {
  public:
   // Errors: `already_exists` when the name is taken; `invalid_arguments` for
   // a name that is not [a-z0-9_]+.
-  Status Register(std::unique_ptr<Tool> tool);
+  // `group` is what presets select tools by ("sessions", "loop", ...).
+  Status Register(std::unique_ptr<Tool> tool, std::string group = "core");
 
   // nullptr when unknown.
   Tool* Find(std::string_view name) const;
   std::vector<const Tool*> List() const;
+  // The group a registered tool was registered with ("" when unknown).
+  const std::string& GroupOf(std::string_view name) const;
 
   // Looks `name` up and invokes it; an unknown name completes with
   // `unknown_tool`.
   void Invoke(std::string_view name, const ToolContext& ctx, const Json& args, Tool::Done done) const;
 
  private:
-  std::map<std::string, std::unique_ptr<Tool>, std::less<>> tools_;
+  struct Entry {
+    std::unique_ptr<Tool> tool;
+    std::string group;
+  };
+  std::map<std::string, Entry, std::less<>> tools_;
 };
 
 }  // namespace dsh::agent

@@ -58,6 +58,7 @@ inline constexpr const char* kCorruptEvent = "corrupt_event";
 inline constexpr const char* kSchemaTooNew = "schema_too_new";
 inline constexpr const char* kInvalidConfig = "invalid_config";
 inline constexpr const char* kShuttingDown = "shutting_down";
+inline constexpr const char* kCancelled = "cancelled";
 }  // namespace codes
 
 inline Status InvalidArguments(std::string message) {

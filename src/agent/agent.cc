@@ -1,0 +1,470 @@
+#include "agent/agent.h"
+
+#include <boost/asio/post.hpp>
+#include <spdlog/spdlog.h>
+
+#include "session/titles.h"
+
+namespace dsh::agent {
+namespace {
+
+namespace et = session::event_types;
+using session::Event;
+using session::EventDraft;
+
+EventDraft Draft(std::string_view type, Json data) { return EventDraft{std::string(type), std::move(data)}; }
+
+Json ErrorJson(const Status& st) { return Json{{"code", st.code()}, {"message", st.message()}}; }
+
+EventDraft ToolResultDraft(const ModelToolCall& call, const Result<Json>& r) {
+  Json data = {{"call_id", call.id}, {"name", call.name}};
+  if (r.ok()) {
+    data["result"] = *r;
+  } else {
+    data["error"] = ErrorJson(r.status());
+  }
+  return Draft(et::kToolResult, std::move(data));
+}
+
+// The newest turn/start without a turn/end after it, as an index into
+// `events`; npos when every turn ended.
+size_t UnfinishedTurn(const std::vector<Event>& events) {
+  for (size_t i = events.size(); i-- > 0;) {
+    if (events[i].type == event_types::kTurnEnd) return std::string::npos;
+    if (events[i].type == event_types::kTurnStart) return i;
+  }
+  return std::string::npos;
+}
+
+// Never 0, which idle_since_ms() reserves for "busy".
+int64_t MonoMillis(const Clock& clock) {
+  return std::max<int64_t>(
+      1, std::chrono::duration_cast<std::chrono::milliseconds>(clock.MonotonicNow().time_since_epoch()).count());
+}
+
+std::string CleanTitle(std::string title) {
+  auto trim = [](std::string& s) {
+    const char* ws = " \t\r\n\"'`*#";
+    s.erase(0, s.find_first_not_of(ws));
+    auto last = s.find_last_not_of(ws);
+    s.erase(last == std::string::npos ? 0 : last + 1);
+  };
+  trim(title);
+  if (auto nl = title.find('\n'); nl != std::string::npos) title.resize(nl);
+  trim(title);
+  return session::FallbackTitle(title);  // the same length cap and whitespace rules
+}
+
+}  // namespace
+
+Agent::Agent(AgentManager& manager, session::SessionHeader header, std::vector<Event> events)
+    : manager_(manager),
+      strand_(boost::asio::make_strand(manager.ioc_)),
+      header_(std::move(header)),
+      preset_(manager.environment_.preset ? manager.environment_.preset(header_.preset) : PresetView{}),
+      events_(std::move(events)) {
+  idle_since_ms_ = MonoMillis(manager_.clock_);
+}
+
+template <typename Arg, typename Fn>
+std::function<void(Arg)> Agent::OnStrand(Fn fn) {
+  ++outstanding_;
+  auto self = shared_from_this();
+  return [self, fn = std::move(fn)](Arg arg) mutable {
+    boost::asio::post(self->strand_, [self, fn = std::move(fn), arg = std::move(arg)]() mutable {
+      --self->outstanding_;
+      if (self->Halted()) return;
+      fn(std::move(arg));
+    });
+  };
+}
+
+bool Agent::Halted() {
+  if (!stopping_) return false;
+  if (outstanding_ == 0 && !stopped_) {
+    stopped_ = true;
+    for (auto& w : idle_waiters_) w(Status(codes::kShuttingDown, "the agent of " + header_.id + " stopped"));
+    idle_waiters_.clear();
+    manager_.AgentStopped(header_.id, this);
+  }
+  return true;
+}
+
+void Agent::Start(std::vector<InboxMessage> pending) {
+  boost::asio::post(strand_, [self = shared_from_this(), pending = std::move(pending)]() mutable {
+    size_t turn = UnfinishedTurn(self->events_);
+    std::set<std::string> in_log;
+    if (turn != std::string::npos) {
+      for (size_t i = turn; i < self->events_.size(); ++i) {
+        const auto& e = self->events_[i];
+        if (e.type != et::kUserMessage) continue;
+        if (auto it = e.data.find("message_id"); it != e.data.end() && it->is_string()) in_log.insert(it->get<std::string>());
+      }
+    }
+    std::vector<InboxMessage> rest;
+    for (auto& m : pending) {
+      if (in_log.count(m.message_id)) {
+        self->known_.insert(m.message_id);
+        self->taken_.push_back(m.message_id);  // still pending in the inbox: consumed when the turn ends
+        self->newest_num_ = std::max(self->newest_num_.load(), m.num);
+      } else {
+        rest.push_back(std::move(m));
+      }
+    }
+    self->Enqueue(std::move(rest));
+    if (turn != std::string::npos) {
+      boost::asio::post(self->strand_, [self] { self->ContinueInterruptedTurn(); });
+    }
+  });
+}
+
+void Agent::Enqueue(std::vector<InboxMessage> messages) {
+  boost::asio::post(strand_, [self = shared_from_this(), messages = std::move(messages)]() mutable {
+    bool added = false;
+    for (auto& m : messages) {
+      if (!self->known_.insert(m.message_id).second) continue;
+      self->newest_num_ = std::max(self->newest_num_.load(), m.num);
+      auto at = std::upper_bound(self->pending_.begin(), self->pending_.end(), m.num,
+                                 [](int64_t num, const InboxMessage& p) { return num < p.num; });
+      self->pending_.insert(at, std::move(m));
+      added = true;
+    }
+    if (added) self->MaybeStartTurn();
+  });
+}
+
+void Agent::RunMaintenance(AgentManager::MaintenanceTask task, std::function<void(Status)> done) {
+  boost::asio::post(strand_, [self = shared_from_this(), task = std::move(task), done = std::move(done)]() mutable {
+    if (self->stopping_) return done(Status("not_live", "the agent of " + self->header_.id + " is stopping"));
+    if (self->running_ || self->maintenance_) {
+      return done(Status("agent_busy", "session " + self->header_.id + " is running a turn"));
+    }
+    self->maintenance_ = true;
+    self->running_flag_ = false;
+    auto finished = [self, done = std::move(done), once = std::make_shared<std::atomic<bool>>(false)]() {
+      if (once->exchange(true)) return;
+      boost::asio::post(self->strand_, [self, done] {
+        self->maintenance_ = false;
+        done(Status::Ok());
+        self->MaybeStartTurn();
+      });
+    };
+    task(std::move(finished));
+  });
+}
+
+void Agent::WhenIdle(std::function<void(Status)> done) {
+  boost::asio::post(strand_, [self = shared_from_this(), done = std::move(done)]() mutable {
+    if (self->stopping_) return done(Status("not_live", "the agent of " + self->header_.id + " is stopping"));
+    if (!self->running_ && !self->maintenance_) return done(Status::Ok());
+    self->idle_waiters_.push_back(std::move(done));
+  });
+}
+
+void Agent::Cancel() {
+  boost::asio::post(strand_, [self = shared_from_this()] {
+    if (self->cancel_) self->cancel_->Cancel();
+  });
+}
+
+void Agent::Stop(bool only_if_idle, std::function<void(bool)> done) {
+  boost::asio::post(strand_, [self = shared_from_this(), only_if_idle, done = std::move(done)] {
+    if (self->stopping_) return done(false);
+    if (only_if_idle && (self->running_ || self->maintenance_ || !self->pending_.empty() || self->outstanding_ > 0)) {
+      return done(false);
+    }
+    self->stopping_ = true;
+    if (self->cancel_) self->cancel_->Cancel();
+    done(true);
+    self->Halted();  // reports the stop once nothing is outstanding
+  });
+}
+
+void Agent::MaybeStartTurn() {
+  if (running_ || maintenance_ || stopping_) return;
+  bool wake = false;
+  for (const auto& m : pending_) wake = wake || m.wakeup;
+  if (!wake) return;
+  // The oldest message opens the turn; steers waiting with it join its first step.
+  std::vector<InboxMessage> taken = {std::move(pending_.front())};
+  pending_.pop_front();
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (it->mode == DeliveryMode::kSteer) {
+      taken.push_back(std::move(*it));
+      it = pending_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  std::vector<EventDraft> drafts = {Draft(event_types::kTurnStart, Json::object())};
+  bool first_prompt = std::none_of(events_.begin(), events_.end(), [](const Event& e) { return e.type == et::kUserMessage; });
+  for (const auto& m : taken) drafts.push_back(UserDraft(m));
+  if (first_prompt) {
+    std::string title = session::FallbackTitle(taken.front().text);
+    if (!title.empty()) drafts.push_back(Draft(et::kTitleFallback, {{"title", title}}));
+  }
+  BeginTurn(std::move(taken), std::move(drafts));
+}
+
+void Agent::BeginTurn(std::vector<InboxMessage> taken, std::vector<EventDraft> drafts) {
+  running_ = true;
+  running_flag_ = true;
+  idle_since_ms_ = 0;
+  steps_ = 0;
+  for (const auto& m : taken) taken_.push_back(m.message_id);
+  Append(std::move(drafts), {}, [this, taken = std::move(taken)](Result<Events> r) mutable {
+    if (!r.ok()) {
+      spdlog::error("session {}: could not start a turn: {}", header_.id, r.status().ToString());
+      // The messages are still pending in the inbox; a later wakeup retries them.
+      taken_.clear();
+      for (auto it = taken.rbegin(); it != taken.rend(); ++it) pending_.push_front(std::move(*it));
+      running_ = false;
+      running_flag_ = false;
+      return BecomeIdle();
+    }
+    Step();
+  });
+}
+
+void Agent::ContinueInterruptedTurn() {
+  if (running_ || stopping_) return;
+  running_ = true;
+  running_flag_ = true;
+  idle_since_ms_ = 0;
+  steps_ = 0;
+  // Tool calls the interruption left without a result get one; they are not
+  // run again, since they may have had effects.
+  size_t turn = UnfinishedTurn(events_);
+  std::map<std::string, std::string> open_calls;
+  for (size_t i = turn; i < events_.size(); ++i) {
+    const auto& e = events_[i];
+    std::string call_id = e.data.value("call_id", "");
+    if (e.type == et::kToolCall) open_calls[call_id] = e.data.value("name", "");
+    if (e.type == et::kToolResult) open_calls.erase(call_id);
+  }
+  std::vector<EventDraft> drafts;
+  for (const auto& [id, name] : open_calls) {
+    drafts.push_back(ToolResultDraft(ModelToolCall{id, name, ""},
+                                     Status("interrupted", "the host stopped before this tool call finished; it was not run again")));
+  }
+  spdlog::info("session {}: continuing a turn a stop interrupted", header_.id);
+  if (drafts.empty()) return Step();
+  Append(std::move(drafts), {}, [this](Result<Events> r) {
+    if (!r.ok()) return EndTurn(r.status());
+    Step();
+  });
+}
+
+std::vector<EventDraft> Agent::TakeSteers() {
+  std::vector<EventDraft> drafts;
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (it->mode == DeliveryMode::kSteer) {
+      drafts.push_back(UserDraft(*it));
+      taken_.push_back(it->message_id);
+      it = pending_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return drafts;
+}
+
+EventDraft Agent::UserDraft(const InboxMessage& m) {
+  Json data = {{"text", m.text}, {"message_id", m.message_id}, {"mode", DeliveryModeName(m.mode)}};
+  if (!m.meta.empty()) data["meta"] = m.meta;
+  return Draft(et::kUserMessage, std::move(data));
+}
+
+void Agent::Step() {
+  if (cancel_ && cancel_->cancelled()) return EndTurn(Status(codes::kCancelled, "the turn was cancelled"));
+  if (steps_ >= manager_.options_.max_steps) {
+    return EndTurn(Status("step_limit", "the turn stopped after " + std::to_string(steps_) +
+                                            " model calls (the limit is agents.max_steps)"));
+  }
+  auto steers = TakeSteers();
+  auto call = [this] {
+    ++steps_;
+    auto adapter = manager_.models_.AdapterFor(header_.route.provider);
+    if (!adapter.ok()) return EndTurn(adapter.status());
+    cancel_ = std::make_shared<CancelToken>();
+    (*adapter)->Stream(BuildRequest(), cancel_, nullptr,
+                       OnStrand<Result<ModelResponse>>([this](Result<ModelResponse> r) { OnModel(std::move(r)); }));
+  };
+  if (steers.empty()) return call();
+  Append(std::move(steers), {}, [this, call](Result<Events> r) {
+    if (!r.ok()) return EndTurn(r.status());
+    call();
+  });
+}
+
+void Agent::OnModel(Result<ModelResponse> r) {
+  if (!r.ok()) return EndTurn(r.status());
+  std::vector<EventDraft> drafts;
+  if (!r->reasoning.empty()) drafts.push_back(Draft(et::kReasoning, {{"text", r->reasoning}}));
+  if (!r->text.empty() || r->tool_calls.empty()) drafts.push_back(Draft(et::kAssistantMessage, {{"text", r->text}}));
+  for (const auto& c : r->tool_calls) {
+    auto parsed = ParseJson(c.arguments);
+    drafts.push_back(Draft(et::kToolCall, {{"call_id", c.id}, {"name", c.name},
+                                           {"arguments", parsed.ok() ? *parsed : Json(c.arguments)}}));
+  }
+  if (r->tool_calls.empty()) return EndTurn(Status::Ok(), std::move(drafts));
+  if (steps_ >= manager_.options_.max_steps) {
+    Status limit("step_limit", "the turn stopped after " + std::to_string(steps_) +
+                                   " model calls (the limit is agents.max_steps); these tool calls were not run");
+    for (const auto& c : r->tool_calls) drafts.push_back(ToolResultDraft(c, limit));
+    return EndTurn(limit, std::move(drafts));
+  }
+  Append(std::move(drafts), {}, [this, calls = std::move(r->tool_calls)](Result<Events> stored) mutable {
+    if (!stored.ok()) return EndTurn(stored.status());
+    RunTools(std::move(calls), 0, {});
+  });
+}
+
+void Agent::RunTools(std::vector<ModelToolCall> calls, size_t index, std::vector<EventDraft> results) {
+  if (index == calls.size()) {
+    return Append(std::move(results), {}, [this](Result<Events> r) {
+      if (!r.ok()) return EndTurn(r.status());
+      Step();
+    });
+  }
+  const ModelToolCall& call = calls[index];
+  auto next = [this, calls, index, results](Result<Json> r) mutable {
+    results.push_back(ToolResultDraft(calls[index], r));
+    RunTools(std::move(calls), index + 1, std::move(results));
+  };
+  if (cancel_ && cancel_->cancelled()) return next(Status(codes::kCancelled, "the turn was cancelled before this tool ran"));
+  if (!ToolAllowed(call.name)) return next(Status(kUnknownTool, "no tool named '" + call.name + "' is available"));
+  auto args = ParseJson(call.arguments.empty() ? "{}" : call.arguments);
+  if (!args.ok()) return next(Status(codes::kInvalidJson, "the arguments of " + call.name + " are not valid JSON: " + args.status().message()));
+  manager_.tools_.Invoke(call.name, MakeToolContext(), *args, OnStrand<Result<Json>>(std::move(next)));
+}
+
+void Agent::EndTurn(Status error, std::vector<EventDraft> drafts) {
+  Json end = {{"status", error.ok() ? "completed" : "error"}};
+  if (!error.ok()) end["error"] = ErrorJson(error);
+  drafts.push_back(Draft(event_types::kTurnEnd, std::move(end)));
+  auto consume = std::move(taken_);
+  taken_.clear();
+  bool completed = error.ok();
+  Append(std::move(drafts), std::move(consume), [this, completed](Result<Events> r) {
+    if (!r.ok()) spdlog::error("session {}: could not record the end of a turn: {}", header_.id, r.status().ToString());
+    cancel_.reset();
+    running_ = false;
+    running_flag_ = false;
+    BecomeIdle();
+    if (completed && r.ok()) MaybeGenerateTitle();
+  });
+}
+
+void Agent::BecomeIdle() {
+  idle_since_ms_ = MonoMillis(manager_.clock_);
+  auto waiters = std::move(idle_waiters_);
+  idle_waiters_.clear();
+  for (auto& w : waiters) w(Status::Ok());
+  MaybeStartTurn();
+}
+
+void Agent::MaybeGenerateTitle() {
+  if (!manager_.options_.generate_titles || title_requested_ || header_.route.provider == "echo") return;
+  for (const auto& e : events_) {
+    if (e.type == et::kTitleGenerated || e.type == et::kTitleUser) return;
+  }
+  std::string first;
+  for (const auto& e : events_) {
+    if (e.type == et::kUserMessage) {
+      first = e.data.value("text", "");
+      break;
+    }
+  }
+  if (first.empty()) return;
+  auto adapter = manager_.models_.AdapterFor(header_.route.provider);
+  if (!adapter.ok()) return;
+  title_requested_ = true;
+  ModelRequest req;
+  req.model = header_.route.model;
+  req.messages.push_back({ModelMessage::Role::kSystem,
+                          "Write a short title (at most six words) for a conversation that starts with the user's "
+                          "message below. Answer with the title only, without quotes.",
+                          {}, "", ""});
+  req.messages.push_back({ModelMessage::Role::kUser, first, {}, "", ""});
+  (*adapter)->Stream(std::move(req), std::make_shared<CancelToken>(), nullptr,
+                     OnStrand<Result<ModelResponse>>([this](Result<ModelResponse> r) {
+                       if (!r.ok()) {
+                         spdlog::info("session {}: no generated title: {}", header_.id, r.status().ToString());
+                         return;
+                       }
+                       std::string title = CleanTitle(r->text);
+                       if (title.empty()) return;
+                       Append({Draft(et::kTitleGenerated, {{"title", title}})}, {}, [](Result<Events>) {});
+                     }));
+}
+
+ModelRequest Agent::BuildRequest() const {
+  ModelRequest req;
+  req.model = header_.route.model;
+  req.reasoning_effort = header_.route.reasoning_effort;
+  std::string system = preset_.system_prompt;
+  for (const auto& ctx : manager_.environment_.context) {
+    std::string part = ctx(header_);
+    if (part.empty()) continue;
+    system += (system.empty() ? "" : "\n\n") + part;
+  }
+  if (!system.empty()) req.messages.push_back({ModelMessage::Role::kSystem, system, {}, "", ""});
+  for (const auto& e : events_) {
+    if (e.type == et::kUserMessage) {
+      req.messages.push_back({ModelMessage::Role::kUser, e.data.value("text", ""), {}, "", ""});
+    } else if (e.type == et::kAssistantMessage) {
+      req.messages.push_back({ModelMessage::Role::kAssistant, e.data.value("text", ""), {}, "", ""});
+    } else if (e.type == et::kToolCall) {
+      // A step's tool calls follow its text (if any) in the log: one assistant message.
+      bool joins = !req.messages.empty() && req.messages.back().role == ModelMessage::Role::kAssistant;
+      if (!joins) req.messages.push_back({ModelMessage::Role::kAssistant, "", {}, "", ""});
+      const Json& args = e.data.contains("arguments") ? e.data["arguments"] : Json::object();
+      req.messages.back().tool_calls.push_back(
+          {e.data.value("call_id", ""), e.data.value("name", ""), args.is_string() ? args.get<std::string>() : DumpJson(args)});
+    } else if (e.type == et::kToolResult) {
+      Json content = e.data.contains("error") ? Json{{"error", e.data["error"]}} : e.data.value("result", Json());
+      req.messages.push_back({ModelMessage::Role::kTool, content.is_string() ? content.get<std::string>() : DumpJson(content),
+                              {}, e.data.value("call_id", ""), e.data.value("name", "")});
+    }
+  }
+  for (const Tool* t : manager_.tools_.List()) {
+    if (ToolAllowed(t->name())) req.tools.push_back({t->name(), t->description(), t->parameters()});
+  }
+  return req;
+}
+
+bool Agent::ToolAllowed(const std::string& name) const {
+  if (manager_.tools_.Find(name) == nullptr) return false;
+  if (preset_.all_tools) return true;
+  const std::string& group = manager_.tools_.GroupOf(name);
+  return std::find(preset_.tool_groups.begin(), preset_.tool_groups.end(), group) != preset_.tool_groups.end();
+}
+
+ToolContext Agent::MakeToolContext() const {
+  ToolContext ctx;
+  ctx.session_id = header_.id;
+  ctx.delegation_depth = header_.delegation_depth;
+  ctx.provider = header_.route.provider;
+  ctx.model = header_.route.model;
+  ctx.reasoning_effort = header_.route.reasoning_effort;
+  ctx.preset = header_.preset;
+  ctx.agent_call = true;
+  return ctx;
+}
+
+void Agent::Append(std::vector<EventDraft> drafts, std::vector<std::string> consume,
+                   std::function<void(Result<Events>)> next) {
+  auto done = OnStrand<Result<Events>>([this, next = std::move(next)](Result<Events> r) mutable {
+    if (r.ok()) events_.insert(events_.end(), r->begin(), r->end());
+    next(std::move(r));
+  });
+  session::SessionStore::AlsoFn also;
+  if (!consume.empty()) {
+    int64_t now = ToUnixMillis(manager_.clock_.Now());
+    also = [consume = std::move(consume), now](store::Tx& tx, const Events&) { return agent_store::Consume(tx, consume, now); };
+  }
+  manager_.sessions_.AppendWithAsync(header_.id, std::move(drafts), std::move(also), std::move(done));
+}
+
+}  // namespace dsh::agent

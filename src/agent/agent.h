@@ -1,0 +1,117 @@
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/strand.hpp>
+
+#include <atomic>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "agent/agent_manager.h"
+#include "agent/agent_store.h"
+#include "agent/model.h"
+#include "session/event.h"
+#include "session/session_header.h"
+
+namespace dsh::agent {
+
+// Turn bookkeeping events an agent appends (docs/AGENTS.md):
+//   turn/start {}                                 before the turn's first user message
+//   turn/end   {status: "completed"|"error", error?: {code, message}}
+// A turn/start without a turn/end is a turn a crash or shutdown interrupted;
+// the agent continues it when the session is next live.
+namespace event_types {
+inline constexpr std::string_view kTurnStart = "turn/start";
+inline constexpr std::string_view kTurnEnd = "turn/end";
+}  // namespace event_types
+
+// The live agent of one session. All of its state lives on its strand;
+// the public methods post there and may be called from any thread.
+//
+// Shared ownership (enable_shared_from_this) because database, model and tool
+// callbacks that complete on other threads must keep it alive until they ran.
+//
+// A message delivered to the agent stays pending in the inbox until the turn
+// that took it ends: the turn's end event and the inbox update commit
+// together, so a crash in the middle of a turn leaves the message pending
+// and the interrupted turn is continued (not repeated) on resume.
+class Agent : public std::enable_shared_from_this<Agent> {
+ public:
+  Agent(AgentManager& manager, session::SessionHeader header, std::vector<session::Event> events);
+
+  // Continues an interrupted turn, then takes pending messages.
+  void Start(std::vector<InboxMessage> pending);
+  // New durable messages (deduplicated by message_id).
+  void Enqueue(std::vector<InboxMessage> messages);
+  void RunMaintenance(AgentManager::MaintenanceTask task, std::function<void(Status)> done);
+  void WhenIdle(std::function<void(Status)> done);
+  void Cancel();
+  // No new work; cancels a running model call; tells the manager once no
+  // callback of its is outstanding. `only_if_idle`: do nothing unless idle
+  // with nothing pending (eviction); returns through `done(true)` if stopping.
+  void Stop(bool only_if_idle, std::function<void(bool stopping)> done);
+
+  const std::string& session_id() const { return header_.id; }
+  AgentStatus status() const { return running_flag_.load() ? AgentStatus::kRunning : AgentStatus::kIdle; }
+  // Monotonic milliseconds since it last became idle; 0 while busy.
+  int64_t idle_since_ms() const { return idle_since_ms_.load(); }
+  int64_t newest_num() const { return newest_num_.load(); }
+
+ private:
+  using Events = std::vector<session::Event>;
+
+  void MaybeStartTurn();
+  void BeginTurn(std::vector<InboxMessage> taken, std::vector<session::EventDraft> drafts);
+  void ContinueInterruptedTurn();
+  void Step();
+  void OnModel(Result<ModelResponse> response);
+  void RunTools(std::vector<ModelToolCall> calls, size_t index, std::vector<session::EventDraft> results);
+  void EndTurn(Status error, std::vector<session::EventDraft> drafts = {});
+  void BecomeIdle();
+  void MaybeGenerateTitle();
+  // Steers waiting for the next step boundary, as user-message drafts.
+  std::vector<session::EventDraft> TakeSteers();
+  session::EventDraft UserDraft(const InboxMessage& m);
+  ModelRequest BuildRequest() const;
+  ToolContext MakeToolContext() const;
+  bool ToolAllowed(const std::string& name) const;
+
+  // Appends (and, with `consume`, marks those messages consumed in the same
+  // transaction), then runs `next` on the strand with the stored events.
+  void Append(std::vector<session::EventDraft> drafts, std::vector<std::string> consume,
+              std::function<void(Result<Events>)> next);
+  // Posts `fn` to the strand, counting it as outstanding work.
+  template <typename Arg, typename Fn>
+  std::function<void(Arg)> OnStrand(Fn fn);
+  void OpDone();
+  bool Halted();
+
+  AgentManager& manager_;
+  boost::asio::strand<boost::asio::io_context::executor_type> strand_;
+  session::SessionHeader header_;
+  PresetView preset_;
+  Events events_;  // the whole log, as committed
+
+  std::deque<InboxMessage> pending_;  // not yet taken by a turn, in num order
+  std::set<std::string> known_;       // message ids pending or taken
+  std::vector<std::string> taken_;    // message ids the running turn took
+  bool running_ = false;
+  bool maintenance_ = false;
+  bool stopping_ = false;
+  bool stopped_ = false;
+  int steps_ = 0;
+  int outstanding_ = 0;  // callbacks of ours still to run
+  std::shared_ptr<CancelToken> cancel_;
+  std::vector<std::function<void(Status)>> idle_waiters_;
+  bool title_requested_ = false;
+
+  std::atomic<bool> running_flag_{false};
+  std::atomic<int64_t> idle_since_ms_{0};
+  std::atomic<int64_t> newest_num_{0};
+};
+
+}  // namespace dsh::agent

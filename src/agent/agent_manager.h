@@ -1,0 +1,189 @@
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/agent_store.h"
+#include "agent/model.h"
+#include "agent/tool_registry.h"
+#include "base/clock.h"
+#include "base/status.h"
+#include "session/session_store.h"
+#include "store/database.h"
+
+namespace dsh::agent {
+
+class Agent;
+
+enum class AgentStatus { kRunning, kIdle, kCold, kMissing };
+std::string_view AgentStatusName(AgentStatus status);
+
+// What a preset gives an agent: its system prompt and which tools it may use.
+struct PresetView {
+  std::string system_prompt;
+  bool all_tools = true;
+  std::vector<std::string> tool_groups;  // when !all_tools
+};
+
+// What the host supplies to agents. Every function must be thread-safe.
+struct AgentEnvironment {
+  // The preset of a session (nullopt = the default preset). An unknown id
+  // (the profile changed since the session was created) gets the default.
+  std::function<PresetView(const std::optional<std::string>& preset)> preset;
+  // Context plugins contribute to every request, appended to the system
+  // prompt in order ("Current time: ..."). May return "" to add nothing.
+  std::vector<std::function<std::string(const session::SessionHeader&)>> context;
+};
+
+struct AgentManagerOptions {
+  std::chrono::milliseconds idle_eviction{std::chrono::minutes(10)};
+  int max_steps = 50;  // model calls per turn
+  // Ownership: leases last `lease_ttl` and are renewed every third of it. A
+  // host that cannot renew a lease stops that session's agent.
+  std::chrono::milliseconds lease_ttl{std::chrono::seconds(15)};
+  // How often pending inbox messages written by other hosts (or left by a
+  // crashed one) are looked for, and idle agents checked for eviction.
+  std::chrono::milliseconds sweep_interval{std::chrono::seconds(1)};
+  // Titles generated with a real model after the first completed turn.
+  bool generate_titles = true;
+};
+
+struct Delivery {
+  std::string session_id;
+  std::string text;  // must not be blank
+  DeliveryMode mode = DeliveryMode::kSteer;
+  bool wakeup = true;  // false: waits for a turn that starts for another reason
+  std::optional<std::string> key;  // idempotency key, unique per session
+  Json meta = Json::object();      // copied into the user message event (`origin`, `loop_id`, ...)
+};
+
+struct Delivered {
+  std::string message_id;
+  bool duplicate = false;  // the key was seen before; nothing was delivered
+};
+
+// The live agents of one host and the way to reach any session's agent.
+//
+// Sessions are live in at most one host of a profile: a host holds a lease
+// per live session in the store and never runs a session whose lease another
+// live host holds. Messages go through the durable inbox: Deliver answers
+// only after the message committed, and an accepted message is processed
+// when its session is next live (a cold session is resumed for it, here or
+// by another host's sweep; a crashed host's messages are picked up after a
+// restart).
+//
+// Thread-safe. Callbacks run on database or io threads; they must not
+// block. Call Start() once before use and Stop() before destroying; the
+// io_context must be running while Stop() waits.
+class AgentManager {
+ public:
+  AgentManager(boost::asio::io_context& ioc, store::Database& db, session::SessionStore& sessions, ModelRouter& models,
+               const ToolRegistry& tools, const Clock& clock, AgentEnvironment environment,
+               AgentManagerOptions options);
+  ~AgentManager();
+
+  static std::vector<store::Migration> Migrations() { return agent_store::Migrations(); }
+
+  // Starts the sweep timer (lease renewal, eviction, pending messages). The
+  // first sweep runs at once, so pending messages of a previous run resume.
+  void Start();
+  // Stops new work, cancels turns in flight (they end with a `turn/end`
+  // error event only if the database still takes writes), waits for every
+  // agent to settle and releases the leases. Idempotent.
+  void Stop();
+
+  // running / idle from the live map; cold or missing need the store.
+  void GetStatus(const std::string& session_id, std::function<void(AgentStatus)> done);
+  // The live status only: nullopt when the session is not live here.
+  std::optional<AgentStatus> LiveStatus(const std::string& session_id) const;
+  // Live session ids with their status (running or idle).
+  std::vector<std::pair<std::string, AgentStatus>> LiveSessions() const;
+
+  // Makes a cold session live with its persisted preset and route. Errors:
+  // `not_found`, `session_busy` (live in another host), `shutting_down`.
+  void Resume(const std::string& session_id, std::function<void(Status)> done);
+  // Creates a session and makes it live.
+  void Create(session::NewSession session, std::function<void(Result<session::SessionHeader>)> done);
+
+  // Accepts a message durably (see Delivery). Errors: `invalid_arguments`
+  // (blank text), `not_found` (no such session; nothing is created),
+  // storage errors.
+  void Deliver(Delivery delivery, std::function<void(Result<Delivered>)> done);
+
+  // Runs `task` on the agent while it is idle, keeping turns from starting
+  // until the task calls its `finished` argument. Fails with `agent_busy`
+  // when a turn is running, `not_live` when the session is not live here.
+  using MaintenanceTask = std::function<void(std::function<void()> finished)>;
+  void RunMaintenance(const std::string& session_id, MaintenanceTask task, std::function<void(Status)> done);
+  // Completes when the agent is next idle (at once when it is idle now);
+  // `not_live` when it is not live here.
+  void WhenIdle(const std::string& session_id, std::function<void(Status)> done);
+  // Cancels the running turn, if any.
+  void Cancel(const std::string& session_id);
+
+  const std::string& holder() const { return holder_; }
+
+  // Blocks until `session_id` is not live here (evicted, stopped, lease lost)
+  // or `timeout` passed; true when it is not live. Not on an io thread.
+  bool WaitUntilNotLive(const std::string& session_id, std::chrono::milliseconds timeout);
+
+  // For tests and benchmarks: evicts idle agents now, as if their idle time
+  // had passed.
+  void EvictIdleForTesting();
+
+ private:
+  friend class Agent;
+
+  void Sweep();
+  void PollInbox();
+  void ReloadPending(std::shared_ptr<Agent> agent);
+  // Hands a committed message to its live agent, or resumes its session.
+  void Route(const InboxMessage& message);
+  void ResumeForPending(const std::string& session_id);
+  void ResumeWith(const std::string& session_id, std::vector<InboxMessage> extra, std::function<void(Status)> done);
+  void Activate(session::SessionHeader header, std::vector<session::Event> events, std::vector<InboxMessage> pending);
+  void FinishResume(const std::string& session_id, const Status& status);
+  void StopAgents(std::vector<std::shared_ptr<Agent>> agents, bool only_if_idle);
+  // Called by an agent (on its strand) once it stopped for good.
+  void AgentStopped(const std::string& session_id, Agent* agent);
+  std::shared_ptr<Agent> Find(const std::string& session_id) const;
+
+  boost::asio::io_context& ioc_;
+  store::Database& db_;
+  session::SessionStore& sessions_;
+  ModelRouter& models_;
+  const ToolRegistry& tools_;
+  const Clock& clock_;
+  AgentEnvironment environment_;
+  AgentManagerOptions options_;
+  std::string holder_;
+
+  mutable std::mutex mu_;
+  std::condition_variable settled_cv_;  // live_, sweeping_ or timer_armed_ changed
+  struct Slot {
+    std::shared_ptr<Agent> agent;                      // null while resuming
+    std::vector<std::function<void(Status)>> waiters;  // resume callbacks
+    std::vector<InboxMessage> early;                   // delivered while resuming
+  };
+  std::map<std::string, Slot> live_;  // GUARDED_BY(mu_)
+  bool stopped_ = false;              // GUARDED_BY(mu_)
+  bool sweeping_ = false;             // GUARDED_BY(mu_)
+  bool timer_armed_ = false;          // GUARDED_BY(mu_); the timer is only touched under mu_
+  // Touched only by the sweep chain, one step at a time.
+  bool renewed_once_ = false;
+  int64_t last_renewal_ms_ = 0;
+
+  boost::asio::steady_timer sweep_timer_;
+};
+
+}  // namespace dsh::agent

@@ -1,0 +1,540 @@
+#include "agent/agent_manager.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/executor_work_guard.hpp>
+
+#include <future>
+#include <thread>
+
+#include "agent/agent.h"
+#include "agent/testing/scripted_model.h"
+#include "base/testing/temp_dir.h"
+#include "store/sqlite_connection.h"
+
+namespace dsh::agent {
+namespace {
+
+using session::Event;
+using testing::ScriptedModel;
+namespace et = session::event_types;
+using namespace std::chrono_literals;
+
+// Collects every committed event and lets a test wait for a condition on a
+// session's log without sleeping.
+class EventWaiter {
+ public:
+  explicit EventWaiter(session::EventHub& hub)
+      : sub_(hub.SubscribeAll([this](const std::string& id, const std::vector<Event>& events) {
+          std::lock_guard lock(mu_);
+          auto& log = logs_[id];
+          log.insert(log.end(), events.begin(), events.end());
+          cv_.notify_all();
+        })) {}
+
+  // Waits until `pred(log)` holds; returns the log then (or fails the test).
+  std::vector<Event> WaitFor(const std::string& id, const std::function<bool(const std::vector<Event>&)>& pred,
+                             std::chrono::milliseconds timeout = 10s) {
+    std::unique_lock lock(mu_);
+    bool ok = cv_.wait_for(lock, timeout, [&] { return pred(logs_[id]); });
+    EXPECT_TRUE(ok) << "timed out waiting on the log of " << id;
+    return logs_[id];
+  }
+  std::vector<Event> WaitForTurnEnds(const std::string& id, size_t n) {
+    return WaitFor(id, [&](const std::vector<Event>& log) { return Count(log, event_types::kTurnEnd) >= n; });
+  }
+  static size_t Count(const std::vector<Event>& log, std::string_view type) {
+    return std::count_if(log.begin(), log.end(), [&](const Event& e) { return e.type == type; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, std::vector<Event>> logs_;
+  std::unique_ptr<session::EventHub::Subscription> sub_;
+};
+
+// A tool that records who called it and answers with its arguments.
+struct EchoArgs {
+  std::string text;
+};
+class EchoTool final : public TypedTool<EchoArgs> {
+ public:
+  EchoTool()
+      : TypedTool("echo_args",
+                  ObjectSchema<EchoArgs>("Answers with its argument.").Field("text", &EchoArgs::text, "what to say")) {}
+  std::vector<ToolContext> calls() {
+    std::lock_guard lock(mu_);
+    return calls_;
+  }
+
+ protected:
+  void Run(const ToolContext& ctx, EchoArgs args, Done done) override {
+    {
+      std::lock_guard lock(mu_);
+      calls_.push_back(ctx);
+    }
+    done(Json{{"said", args.text}});
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<ToolContext> calls_;
+};
+
+class AgentTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Open(); }
+  void TearDown() override { Close(); }
+
+  void Open() {
+    std::vector<store::Migration> migrations = session::SessionStore::Migrations();
+    for (auto& m : AgentManager::Migrations()) migrations.push_back(m);
+    store::SqliteOptions sqlite{.path = dir_.File("dsh.db")};
+    sqlite.synchronous = store::SqliteOptions::Synchronous::kNormal;
+    auto db = store::Database::Open(std::make_unique<store::SqliteConnectionFactory>(sqlite), migrations);
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    db_ = std::move(db).value();
+    sessions_ = std::make_unique<session::SessionStore>(*db_, clock_, &hub_);
+    work_.emplace(ioc_.get_executor());
+    for (int i = 0; i < 2; ++i) threads_.emplace_back([this] { ioc_.run(); });
+    manager_ = MakeManager();
+    manager_->Start();
+  }
+
+  std::unique_ptr<AgentManager> MakeManager(AgentManagerOptions options = {}) {
+    options.sweep_interval = 20ms;
+    options.generate_titles = generate_titles_;
+    options.max_steps = max_steps_;
+    AgentEnvironment env;
+    env.preset = [](const std::optional<std::string>& preset) {
+      PresetView v;
+      v.system_prompt = "You are " + preset.value_or("default") + ".";
+      if (preset == std::optional<std::string>("no_tools")) v.all_tools = false;
+      return v;
+    };
+    env.context.push_back([](const session::SessionHeader& h) { return "Session: " + h.id; });
+    return std::make_unique<AgentManager>(ioc_, *db_, *sessions_, router_, tools_, clock_, env, options);
+  }
+
+  void Close() {
+    if (!db_) return;
+    for (auto* m : {manager_.get(), second_.get()}) {
+      if (m) m->Stop();
+    }
+    db_->Close();
+    work_.reset();
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+    manager_.reset();
+    second_.reset();
+    sessions_.reset();
+    db_.reset();
+    ioc_.restart();
+  }
+
+  std::string CreateSession(AgentManager& m, std::optional<std::string> preset = std::nullopt) {
+    session::NewSession s;
+    s.route = {"scripted", "m1", std::nullopt};
+    s.preset = std::move(preset);
+    std::promise<Result<session::SessionHeader>> p;
+    m.Create(s, [&](Result<session::SessionHeader> r) { p.set_value(std::move(r)); });
+    auto r = p.get_future().get();
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? r->id : "";
+  }
+  std::string CreateSession() { return CreateSession(*manager_); }
+
+  Result<Delivered> Deliver(AgentManager& m, const std::string& id, const std::string& text,
+                            DeliveryMode mode = DeliveryMode::kSteer, std::optional<std::string> key = std::nullopt) {
+    std::promise<Result<Delivered>> p;
+    m.Deliver(Delivery{id, text, mode, true, std::move(key), Json::object()},
+              [&](Result<Delivered> r) { p.set_value(std::move(r)); });
+    return p.get_future().get();
+  }
+  Result<Delivered> Deliver(const std::string& id, const std::string& text, DeliveryMode mode = DeliveryMode::kSteer,
+                            std::optional<std::string> key = std::nullopt) {
+    return Deliver(*manager_, id, text, mode, std::move(key));
+  }
+
+  std::vector<Event> Log(const std::string& id) {
+    auto r = sessions_->ReadEvents(id, 0, 10'000);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : std::vector<Event>{};
+  }
+  static std::vector<std::string> Texts(const std::vector<Event>& log, std::string_view type) {
+    std::vector<std::string> out;
+    for (const auto& e : log) {
+      if (e.type == type) out.push_back(e.data.value("text", ""));
+    }
+    return out;
+  }
+  static std::vector<std::string> UserTexts(const ModelRequest& r) {
+    std::vector<std::string> out;
+    for (const auto& m : r.messages) {
+      if (m.role == ModelMessage::Role::kUser) out.push_back(m.text);
+    }
+    return out;
+  }
+
+  Status Resume(AgentManager& m, const std::string& id) {
+    std::promise<Status> p;
+    m.Resume(id, [&](Status st) { p.set_value(st); });
+    return p.get_future().get();
+  }
+
+  int64_t PendingRows() {
+    auto r = db_->ReadValue<int64_t>([](store::Tx& tx) -> Result<int64_t> {
+      int64_t n = 0;
+      DSH_RETURN_IF_ERROR(tx.Query("SELECT COUNT(*) FROM inbox WHERE consumed_at IS NULL", {}, [&](const store::Row& row) {
+        n = row.Int(0);
+        return Status::Ok();
+      }));
+      return n;
+    });
+    return r.ok() ? *r : -1;
+  }
+
+  dsh::testing::TempDir dir_;
+  FakeClock clock_;
+  session::EventHub hub_;
+  EventWaiter waiter_{hub_};
+  ScriptedModel model_;
+  testing::SingleModelRouter router_{model_};
+  ToolRegistry tools_;
+  int max_steps_ = 50;
+  bool generate_titles_ = false;
+  std::unique_ptr<store::Database> db_;
+  std::unique_ptr<session::SessionStore> sessions_;
+  boost::asio::io_context ioc_;
+  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work_;
+  std::vector<std::thread> threads_;
+  std::unique_ptr<AgentManager> manager_;
+  std::unique_ptr<AgentManager> second_;
+};
+
+TEST_F(AgentTest, DeliveredMessageToIdleAgentRunsATurn) {
+  std::string id = CreateSession();
+  EXPECT_EQ(manager_->LiveStatus(id), AgentStatus::kIdle);
+  auto d = Deliver(id, "hello");
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_FALSE(d->duplicate);
+  auto log = waiter_.WaitForTurnEnds(id, 1);
+  EXPECT_EQ(Texts(log, et::kUserMessage), std::vector<std::string>{"hello"});
+  EXPECT_EQ(Texts(log, et::kAssistantMessage), std::vector<std::string>{"echo: hello"});
+  EXPECT_EQ(log.front().type, event_types::kTurnStart);
+  EXPECT_EQ(log.back().data["status"], "completed");
+  // The user event names the inbox message; the fallback title came with it.
+  auto user = std::find_if(log.begin(), log.end(), [](const Event& e) { return e.type == et::kUserMessage; });
+  EXPECT_EQ(user->data["message_id"], d->message_id);
+  EXPECT_EQ(EventWaiter::Count(log, et::kTitleFallback), 1u);
+  EXPECT_EQ(PendingRows(), 0);
+  // The request had the preset's prompt and the plugin context as system message.
+  auto req = model_.requests().at(0);
+  ASSERT_FALSE(req.messages.empty());
+  EXPECT_EQ(req.messages[0].role, ModelMessage::Role::kSystem);
+  EXPECT_EQ(req.messages[0].text, "You are default.\n\nSession: " + id);
+  EXPECT_EQ(req.model, "m1");
+}
+
+TEST_F(AgentTest, ToolCallRunsAndItsResultReachesTheNextRequest) {
+  auto tool = std::make_unique<EchoTool>();
+  EchoTool* echo = tool.get();
+  ASSERT_TRUE(tools_.Register(std::move(tool), "test").ok());
+  model_.Push(ScriptedModel::ToolCalls({{"call_1", "echo_args", R"({"text":"pong"})"}}));
+  model_.Push(ScriptedModel::Text("done"));
+  std::string id = CreateSession();
+  ASSERT_TRUE(Deliver(id, "use the tool").ok());
+  auto log = waiter_.WaitForTurnEnds(id, 1);
+  ASSERT_EQ(model_.requests().size(), 2u);
+  auto second = model_.requests()[1];
+  // The assistant tool call, then the tool message with the result.
+  ASSERT_GE(second.messages.size(), 4u);
+  const auto& call_msg = second.messages[second.messages.size() - 2];
+  ASSERT_EQ(call_msg.role, ModelMessage::Role::kAssistant);
+  ASSERT_EQ(call_msg.tool_calls.size(), 1u);
+  EXPECT_EQ(call_msg.tool_calls[0].id, "call_1");
+  const auto& result_msg = second.messages.back();
+  EXPECT_EQ(result_msg.role, ModelMessage::Role::kTool);
+  EXPECT_EQ(result_msg.tool_call_id, "call_1");
+  EXPECT_EQ(ParseJson(result_msg.text).value(), (Json{{"said", "pong"}}));
+  ASSERT_EQ(second.tools.size(), 1u);
+  EXPECT_EQ(second.tools[0].name, "echo_args");
+  // The tool knew its caller.
+  ASSERT_EQ(echo->calls().size(), 1u);
+  EXPECT_EQ(echo->calls()[0].session_id, id);
+  EXPECT_TRUE(echo->calls()[0].agent_call);
+  EXPECT_EQ(echo->calls()[0].model, "m1");
+  EXPECT_EQ(Texts(log, et::kAssistantMessage).back(), "done");
+}
+
+TEST_F(AgentTest, BadToolArgumentsReachTheModelAsAnError) {
+  ASSERT_TRUE(tools_.Register(std::make_unique<EchoTool>(), "test").ok());
+  model_.Push(ScriptedModel::ToolCalls({{"c1", "echo_args", R"({"text":""})"},
+                                        {"c2", "echo_args", "{not json"},
+                                        {"c3", "no_such_tool", "{}"}}));
+  model_.Push(ScriptedModel::Text("ok"));
+  std::string id = CreateSession();
+  ASSERT_TRUE(Deliver(id, "go").ok());
+  auto log = waiter_.WaitForTurnEnds(id, 1);
+  std::vector<std::string> codes;
+  for (const auto& e : log) {
+    if (e.type == et::kToolResult) codes.push_back(e.data["error"]["code"]);
+  }
+  EXPECT_EQ(codes, (std::vector<std::string>{"invalid_arguments", "invalid_json", "unknown_tool"}));
+  EXPECT_EQ(log.back().data["status"], "completed");
+}
+
+TEST_F(AgentTest, PresetToolGroupsLimitTheCatalog) {
+  ASSERT_TRUE(tools_.Register(std::make_unique<EchoTool>(), "test").ok());
+  std::string id = CreateSession(*manager_, "no_tools");
+  ASSERT_TRUE(Deliver(id, "hi").ok());
+  waiter_.WaitForTurnEnds(id, 1);
+  EXPECT_TRUE(model_.requests().at(0).tools.empty());
+  EXPECT_EQ(model_.requests().at(0).messages.at(0).text, "You are no_tools.\n\nSession: " + id);
+}
+
+TEST_F(AgentTest, SteerLandsAtTheNextStepBoundaryOfARunningTurn) {
+  ASSERT_TRUE(tools_.Register(std::make_unique<EchoTool>(), "test").ok());
+  model_.Push(ScriptedModel::Hold(ScriptedModel::ToolCalls({{"c1", "echo_args", R"({"text":"x"})"}})));
+  model_.Push(ScriptedModel::Text("final"));
+  std::string id = CreateSession();
+  ASSERT_TRUE(Deliver(id, "first").ok());
+  ASSERT_TRUE(model_.WaitForRequests(1));
+  EXPECT_EQ(manager_->LiveStatus(id), AgentStatus::kRunning);
+  ASSERT_TRUE(Deliver(id, "steer me", DeliveryMode::kSteer).ok());
+  ASSERT_TRUE(model_.Release());
+  auto log = waiter_.WaitForTurnEnds(id, 1);
+  ASSERT_EQ(model_.requests().size(), 2u);
+  // One turn; the second model call saw the steer after the tool result.
+  EXPECT_EQ(EventWaiter::Count(log, event_types::kTurnStart), 1u);
+  EXPECT_EQ(UserTexts(model_.requests()[1]), (std::vector<std::string>{"first", "steer me"}));
+  EXPECT_EQ(model_.requests()[1].messages.back().role, ModelMessage::Role::kUser);
+  EXPECT_EQ(PendingRows(), 0);
+}
+
+TEST_F(AgentTest, FollowupWaitsForTheTurnToEnd) {
+  ASSERT_TRUE(tools_.Register(std::make_unique<EchoTool>(), "test").ok());
+  model_.Push(ScriptedModel::Hold(ScriptedModel::ToolCalls({{"c1", "echo_args", R"({"text":"x"})"}})));
+  model_.Push(ScriptedModel::Text("first done"));
+  std::string id = CreateSession();
+  ASSERT_TRUE(Deliver(id, "first").ok());
+  ASSERT_TRUE(model_.WaitForRequests(1));
+  ASSERT_TRUE(Deliver(id, "later", DeliveryMode::kFollowup).ok());
+  ASSERT_TRUE(model_.Release());
+  auto log = waiter_.WaitForTurnEnds(id, 2);
+  ASSERT_EQ(model_.requests().size(), 3u);
+  EXPECT_EQ(UserTexts(model_.requests()[1]), std::vector<std::string>{"first"});
+  EXPECT_EQ(UserTexts(model_.requests()[2]), (std::vector<std::string>{"first", "later"}));
+  EXPECT_EQ(EventWaiter::Count(log, event_types::kTurnStart), 2u);
+  EXPECT_EQ(Texts(log, et::kAssistantMessage), (std::vector<std::string>{"first done", "echo: later"}));
+}
+
+TEST_F(AgentTest, FollowupWakesAnIdleAgent) {
+  std::string id = CreateSession();
+  ASSERT_TRUE(Deliver(id, "queued", DeliveryMode::kFollowup).ok());
+  auto log = waiter_.WaitForTurnEnds(id, 1);
+  EXPECT_EQ(Texts(log, et::kAssistantMessage), std::vector<std::string>{"echo: queued"});
+}
+
+TEST_F(AgentTest, MessageWithoutWakeupWaitsForTheNextTurn) {
+  std::string id = CreateSession();
+  std::promise<Result<Delivered>> p;
+  manager_->Deliver(Delivery{id, "quiet", DeliveryMode::kFollowup, false, std::nullopt, Json::object()},
+                    [&](Result<Delivered> r) { p.set_value(std::move(r)); });
+  ASSERT_TRUE(p.get_future().get().ok());
+  ASSERT_TRUE(Deliver(id, "loud", DeliveryMode::kFollowup).ok());
+  auto log = waiter_.WaitForTurnEnds(id, 2);
+  // The quiet one went first (it was older), once something woke the agent.
+  EXPECT_EQ(Texts(log, et::kUserMessage), (std::vector<std::string>{"quiet", "loud"}));
+}
+
+TEST_F(AgentTest, DuplicateKeyDeliversOnce) {
+  std::string id = CreateSession();
+  auto first = Deliver(id, "once", DeliveryMode::kSteer, "k1");
+  auto second = Deliver(id, "once again", DeliveryMode::kSteer, "k1");
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_FALSE(first->duplicate);
+  EXPECT_TRUE(second->duplicate);
+  EXPECT_EQ(first->message_id, second->message_id);
+  ASSERT_TRUE(Deliver(id, "different key", DeliveryMode::kFollowup, "k2").ok());
+  auto log = waiter_.WaitForTurnEnds(id, 2);
+  EXPECT_EQ(Texts(log, et::kUserMessage), (std::vector<std::string>{"once", "different key"}));
+  // The same key on another session is another message.
+  std::string other = CreateSession();
+  auto third = Deliver(other, "once", DeliveryMode::kSteer, "k1");
+  ASSERT_TRUE(third.ok());
+  EXPECT_FALSE(third->duplicate);
+}
+
+TEST_F(AgentTest, DeliveryToAMissingSessionFailsAndCreatesNothing) {
+  auto r = Deliver("ses_missing", "hello");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), "not_found");
+  EXPECT_EQ(PendingRows(), 0);
+  auto listed = sessions_->ListRecent(10);
+  ASSERT_TRUE(listed.ok());
+  EXPECT_TRUE(listed->empty());
+  EXPECT_EQ(Deliver(CreateSession(), "  \n").status().code(), "invalid_arguments");
+}
+
+TEST_F(AgentTest, DeliveryToAColdSessionResumesIt) {
+  session::NewSession s;
+  s.route = {"scripted", "m2", std::nullopt};
+  s.preset = "reviewer";
+  auto h = sessions_->Create(s);
+  ASSERT_TRUE(h.ok());
+  std::promise<AgentStatus> before;
+  manager_->GetStatus(h->id, [&](AgentStatus st) { before.set_value(st); });
+  EXPECT_EQ(before.get_future().get(), AgentStatus::kCold);
+  ASSERT_TRUE(Deliver(h->id, "wake up").ok());
+  waiter_.WaitForTurnEnds(h->id, 1);
+  EXPECT_TRUE(manager_->LiveStatus(h->id).has_value());
+  // Resumed with its persisted preset and route.
+  EXPECT_EQ(model_.requests().at(0).model, "m2");
+  EXPECT_EQ(model_.requests().at(0).messages.at(0).text, "You are reviewer.\n\nSession: " + h->id);
+  std::promise<AgentStatus> missing;
+  manager_->GetStatus("ses_nope", [&](AgentStatus st) { missing.set_value(st); });
+  EXPECT_EQ(missing.get_future().get(), AgentStatus::kMissing);
+}
+
+TEST_F(AgentTest, ModelErrorEndsTheTurnAndTheNextMessageWorks) {
+  model_.Push(ScriptedModel::Error("model_error", "HTTP 500: boom"));
+  std::string id = CreateSession();
+  ASSERT_TRUE(Deliver(id, "first").ok());
+  auto log = waiter_.WaitForTurnEnds(id, 1);
+  EXPECT_EQ(log.back().data["status"], "error");
+  EXPECT_EQ(log.back().data["error"]["code"], "model_error");
+  EXPECT_EQ(log.back().data["error"]["message"], "HTTP 500: boom");
+  ASSERT_TRUE(Deliver(id, "second").ok());
+  log = waiter_.WaitForTurnEnds(id, 2);
+  EXPECT_EQ(Texts(log, et::kAssistantMessage), std::vector<std::string>{"echo: second"});
+  EXPECT_EQ(PendingRows(), 0);
+}
+
+TEST_F(AgentTest, StepLimitEndsTheTurnWithAClearError) {
+  Close();
+  max_steps_ = 3;
+  Open();
+  ASSERT_TRUE(tools_.Register(std::make_unique<EchoTool>(), "test").ok());
+  for (int i = 0; i < 5; ++i) model_.Push(ScriptedModel::ToolCalls({{"c" + std::to_string(i), "echo_args", R"({"text":"x"})"}}));
+  std::string id = CreateSession();
+  ASSERT_TRUE(Deliver(id, "loop forever").ok());
+  auto log = waiter_.WaitForTurnEnds(id, 1);
+  EXPECT_EQ(model_.requests().size(), 3u);
+  EXPECT_EQ(log.back().data["error"]["code"], "step_limit");
+  // The last step's calls were answered, not left dangling.
+  EXPECT_EQ(EventWaiter::Count(log, et::kToolCall), EventWaiter::Count(log, et::kToolResult));
+}
+
+TEST_F(AgentTest, CancelEndsTheRunningTurn) {
+  model_.Push(ScriptedModel::Hold(ScriptedModel::Text("never shown")));
+  std::string id = CreateSession();
+  ASSERT_TRUE(Deliver(id, "slow").ok());
+  ASSERT_TRUE(model_.WaitForRequests(1));
+  std::promise<Status> idle;
+  manager_->WhenIdle(id, [&](Status st) { idle.set_value(st); });
+  manager_->Cancel(id);
+  EXPECT_TRUE(idle.get_future().get().ok());
+  auto log = Log(id);
+  EXPECT_EQ(log.back().data["error"]["code"], "cancelled");
+  EXPECT_TRUE(Texts(log, et::kAssistantMessage).empty());
+}
+
+TEST_F(AgentTest, MaintenanceRunsOnlyWhileIdleAndHoldsTurnsBack) {
+  model_.Push(ScriptedModel::Hold(ScriptedModel::Text("busy")));
+  std::string id = CreateSession();
+  ASSERT_TRUE(Deliver(id, "work").ok());
+  ASSERT_TRUE(model_.WaitForRequests(1));
+  std::promise<Status> busy;
+  manager_->RunMaintenance(id, [](std::function<void()> finished) { finished(); }, [&](Status st) { busy.set_value(st); });
+  EXPECT_EQ(busy.get_future().get().code(), "agent_busy");
+  ASSERT_TRUE(model_.Release());
+  waiter_.WaitForTurnEnds(id, 1);
+
+  // While a task holds the agent, a delivered message waits.
+  std::promise<std::function<void()>> holding;
+  std::promise<Status> ran;
+  manager_->RunMaintenance(id, [&](std::function<void()> finished) { holding.set_value(finished); },
+                           [&](Status st) { ran.set_value(st); });
+  auto finished = holding.get_future().get();
+  ASSERT_TRUE(Deliver(id, "after maintenance").ok());
+  EXPECT_EQ(model_.requests().size(), 1u);
+  EXPECT_EQ(manager_->LiveStatus(id), AgentStatus::kIdle);
+  finished();
+  EXPECT_TRUE(ran.get_future().get().ok());
+  auto log = waiter_.WaitForTurnEnds(id, 2);
+  EXPECT_EQ(Texts(log, et::kAssistantMessage).back(), "echo: after maintenance");
+  std::promise<Status> not_live;
+  manager_->RunMaintenance("ses_x", [](std::function<void()> f) { f(); }, [&](Status st) { not_live.set_value(st); });
+  EXPECT_EQ(not_live.get_future().get().code(), "not_live");
+}
+
+TEST_F(AgentTest, IdleAgentsAreEvictedAndResumeWhenNeeded) {
+  std::string id = CreateSession();
+  ASSERT_TRUE(Deliver(id, "one").ok());
+  waiter_.WaitForTurnEnds(id, 1);
+  std::promise<Status> idle;
+  manager_->WhenIdle(id, [&](Status st) { idle.set_value(st); });
+  ASSERT_TRUE(idle.get_future().get().ok());
+  clock_.Advance(9min);
+  clock_.Advance(2min);  // past the default idle eviction of 10 minutes
+  ASSERT_TRUE(manager_->WaitUntilNotLive(id, 10s));
+  ASSERT_TRUE(Deliver(id, "two").ok());
+  auto log = waiter_.WaitForTurnEnds(id, 2);
+  EXPECT_EQ(Texts(log, et::kAssistantMessage), (std::vector<std::string>{"echo: one", "echo: two"}));
+  // The resumed agent saw the whole conversation.
+  EXPECT_EQ(UserTexts(model_.requests().back()), (std::vector<std::string>{"one", "two"}));
+}
+
+TEST_F(AgentTest, AnInterruptedTurnContinuesOnceWhenTheSessionIsNextLive) {
+  model_.Push(ScriptedModel::Hold(ScriptedModel::Text("lost with the host")));
+  std::string id = CreateSession();
+  auto d = Deliver(id, "important");
+  ASSERT_TRUE(d.ok());
+  ASSERT_TRUE(model_.WaitForRequests(1));
+  // The host stops in the middle of the turn: nothing after the user message is durable.
+  manager_->Stop();  // cancels the model call; the turn's end is never recorded
+  EXPECT_EQ(PendingRows(), 1);
+  second_ = MakeManager();
+  second_->Start();  // its first sweep finds the pending message
+  auto log = waiter_.WaitForTurnEnds(id, 1);
+  EXPECT_EQ(Texts(log, et::kUserMessage), std::vector<std::string>{"important"});
+  EXPECT_EQ(Texts(log, et::kAssistantMessage), std::vector<std::string>{"echo: important"});
+  EXPECT_EQ(EventWaiter::Count(log, event_types::kTurnStart), 1u);
+  EXPECT_EQ(PendingRows(), 0);
+}
+
+TEST_F(AgentTest, TwoHostsNeverRunTheSameSession) {
+  second_ = MakeManager();
+  second_->Start();
+  std::string id = CreateSession();  // live in the first host
+  Status st = Resume(*second_, id);
+  EXPECT_EQ(st.code(), "session_busy");
+  EXPECT_FALSE(second_->LiveStatus(id).has_value());
+  // A message accepted by the second host is run by the owner.
+  ASSERT_TRUE(Deliver(*second_, id, "via the other host").ok());
+  auto log = waiter_.WaitForTurnEnds(id, 1);
+  EXPECT_EQ(Texts(log, et::kAssistantMessage), std::vector<std::string>{"echo: via the other host"});
+  EXPECT_FALSE(second_->LiveStatus(id).has_value());
+  EXPECT_TRUE(manager_->LiveStatus(id).has_value());
+  // Once the owner lets go, the other host may take it.
+  manager_->EvictIdleForTesting();
+  EXPECT_TRUE(Resume(*second_, id).ok());
+  EXPECT_TRUE(second_->LiveStatus(id).has_value());
+  EXPECT_EQ(Resume(*manager_, id).code(), "session_busy");
+}
+
+TEST_F(AgentTest, AHostThatLosesItsLeaseStopsTheAgent) {
+  std::string id = CreateSession();
+  ASSERT_TRUE(db_->WriteSync([&](store::Tx& tx) {
+                   return tx.Exec("UPDATE session_leases SET holder = 'elsewhere/1/x' WHERE session_id = ?",
+                                  {std::string_view(id)})
+                       .status();
+                 }).ok());
+  clock_.Advance(10s);  // the next sweep renews (a third of the 15 s lease passed)
+  EXPECT_TRUE(manager_->WaitUntilNotLive(id, 10s));
+}
+
+}  // namespace
+}  // namespace dsh::agent

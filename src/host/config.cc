@@ -106,19 +106,21 @@ const Spec& RootSpec() {
              Map({
                  {"type", Str({"openai", "echo"}, "openai or echo")},
                  {"base_url", Matching("https?://.+", "a URL starting with http:// or https://")},
-                 {"api_key_env", Matching("[A-Z_][A-Z0-9_]*", "an environment variable name ([A-Z_][A-Z0-9_]*)")},
+                 {"api_key_env",
+                  Matching("[A-Z_][A-Z0-9_]*", "an environment variable name ([A-Z_][A-Z0-9_]*)")},
                  {"models", MapOf(".+", "model name: use a non-empty string",
                                   Map({{"reasoning_efforts", SetOf(Str(), "a list of distinct strings")}}),
                                   "a mapping of model names to their settings")},
              }),
              "a mapping of provider names to providers")},
-      {"presets", MapOf(kIdPattern, IdHint("preset id"),
-                        Map({
-                            {"system_prompt", Text()},
-                            {"tools", SetOf(Matching(kIdPattern, std::string("a tool group name (") + kIdHint + ")"),
-                                            "a list of distinct tool group names")},
-                        }),
-                        "a mapping of preset ids to presets")},
+      {"presets",
+       MapOf(kIdPattern, IdHint("preset id"),
+             Map({
+                 {"system_prompt", Text()},
+                 {"tools", SetOf(Matching(kIdPattern, std::string("a tool group name (") + kIdHint + ")"),
+                                 "a list of distinct tool group names")},
+             }),
+             "a mapping of preset ids to presets")},
       {"default_preset", Matching(kIdPattern, std::string("a preset id (") + kIdHint + ")")},
       {"workspaces", MapOf(kIdPattern, IdHint("workspace id"), Matching("/.*", "an absolute path"),
                            "a mapping of workspace ids to absolute paths")},
@@ -142,7 +144,10 @@ std::string Shown(const YAML::Node& n) {
 }
 
 Status Check(const std::string& file, const std::string& path, const YAML::Node& node, const Spec& spec) {
-  auto must_be = [&] { return Bad(file, path.empty() ? "(top level)" : path, "must be " + spec.hint + " (got " + Shown(node) + ")"); };
+  auto must_be = [&] {
+    return Bad(file, path.empty() ? "(top level)" : path,
+               "must be " + spec.hint + " (got " + Shown(node) + ")");
+  };
   switch (spec.kind) {
     case Spec::Kind::kMap: {
       if (node.IsNull()) return Status::Ok();  // an empty section
@@ -195,7 +200,8 @@ Status Check(const std::string& file, const std::string& path, const YAML::Node&
     }
     case Spec::Kind::kInt: {
       int64_t v = 0;
-      if (!node.IsScalar() || !YAML::convert<int64_t>::decode(node, v) || v < spec.min || v > spec.max) return must_be();
+      if (!node.IsScalar() || !YAML::convert<int64_t>::decode(node, v) || v < spec.min || v > spec.max)
+        return must_be();
       return Status::Ok();
     }
     case Spec::Kind::kBool: {

@@ -212,17 +212,24 @@ TEST(Config, ABadNewKeyValueNamesTheFileAndTheFullKeyPath) {
       {"model: Deep/chat\n", "`model` must be provider/model"},
       {"model: [a]\n", "`model` must be provider/model"},
       {"providers: [a]\n", "`providers` must be a mapping of provider names to providers (got a list)"},
-      {"providers:\n  Local: {type: echo}\n", "`providers.Local` is not a valid provider name: use lowercase letters"},
+      {"providers:\n  Local: {type: echo}\n",
+       "`providers.Local` is not a valid provider name: use lowercase letters"},
       {"providers:\n  a.b: {type: echo}\n", "`providers.a.b` is not a valid provider name"},
       {"providers:\n  x: 5\n", "`providers.x` must be a mapping (got \"5\")"},
-      {"providers:\n  x: {type: anthropic}\n", "`providers.x.type` must be openai or echo (got \"anthropic\")"},
-      {"providers:\n  x: {base_url: ftp://h/}\n", "`providers.x.base_url` must be a URL starting with http:// or https://"},
+      {"providers:\n  x: {type: anthropic}\n",
+       "`providers.x.type` must be openai or echo (got \"anthropic\")"},
+      {"providers:\n  x: {base_url: ftp://h/}\n",
+       "`providers.x.base_url` must be a URL starting with http:// or https://"},
       {"providers:\n  x: {base_url: \"\"}\n", "`providers.x.base_url` must be a URL"},
       {"providers:\n  x: {base_url: \"http://\"}\n", "`providers.x.base_url` must be a URL"},
-      {"providers:\n  x: {api_key_env: my-key}\n", "`providers.x.api_key_env` must be an environment variable name"},
-      {"providers:\n  x: {api_key_env: 1KEY}\n", "`providers.x.api_key_env` must be an environment variable name"},
-      {"providers:\n  x: {key: K}\n", "unknown key `providers.x.key` (known here: api_key_env, base_url, models, type)"},
-      {"providers:\n  x: {models: [a, b]}\n", "`providers.x.models` must be a mapping of model names to their settings"},
+      {"providers:\n  x: {api_key_env: my-key}\n",
+       "`providers.x.api_key_env` must be an environment variable name"},
+      {"providers:\n  x: {api_key_env: 1KEY}\n",
+       "`providers.x.api_key_env` must be an environment variable name"},
+      {"providers:\n  x: {key: K}\n",
+       "unknown key `providers.x.key` (known here: api_key_env, base_url, models, type)"},
+      {"providers:\n  x: {models: [a, b]}\n",
+       "`providers.x.models` must be a mapping of model names to their settings"},
       {"providers:\n  x: {models: {m: {effort: [a]}}}\n", "unknown key `providers.x.models.m.effort`"},
       {"providers:\n  x: {models: {m: {reasoning_efforts: low}}}\n",
        "`providers.x.models.m.reasoning_efforts` must be a list of distinct strings (got \"low\")"},
@@ -232,10 +239,13 @@ TEST(Config, ABadNewKeyValueNamesTheFileAndTheFullKeyPath) {
        "`providers.x.models.m.reasoning_efforts[1]` must be a non-empty string (got \"\")"},
       {"presets: 3\n", "`presets` must be a mapping of preset ids to presets"},
       {"presets:\n  Coder: {}\n", "`presets.Coder` is not a valid preset id: use lowercase"},
-      {"presets:\n  coder: {prompt: x}\n", "unknown key `presets.coder.prompt` (known here: system_prompt, tools)"},
+      {"presets:\n  coder: {prompt: x}\n",
+       "unknown key `presets.coder.prompt` (known here: system_prompt, tools)"},
       {"presets:\n  coder: {system_prompt: [x]}\n", "`presets.coder.system_prompt` must be a string"},
-      {"presets:\n  coder: {tools: sessions}\n", "`presets.coder.tools` must be a list of distinct tool group names"},
-      {"presets:\n  coder: {tools: ~}\n", "`presets.coder.tools` must be a list of distinct tool group names (got nothing)"},
+      {"presets:\n  coder: {tools: sessions}\n",
+       "`presets.coder.tools` must be a list of distinct tool group names"},
+      {"presets:\n  coder: {tools: ~}\n",
+       "`presets.coder.tools` must be a list of distinct tool group names (got nothing)"},
       {"presets:\n  coder: {tools: [loop, Loop]}\n", "`presets.coder.tools[1]` must be a tool group name"},
       {"presets:\n  coder: {tools: [loop, loop]}\n", "`presets.coder.tools` lists \"loop\" twice"},
       {"presets:\n  coder: {tools: [[a]]}\n", "`presets.coder.tools[0]` must be a tool group name"},
@@ -246,34 +256,41 @@ TEST(Config, ABadNewKeyValueNamesTheFileAndTheFullKeyPath) {
       {"workspaces:\n  my ws: /x\n", "`workspaces.my ws` is not a valid workspace id"},
       {"providers:\n  x: {models: {\"\": {}}}\n", "`providers.x.models.` is not a valid model name"},
       {"workspaces: [/x]\n", "`workspaces` must be a mapping of workspace ids to absolute paths"},
-      {"interface:\n  global_session: maybe\n", "`interface.global_session` must be true or false (got \"maybe\")"},
+      {"interface:\n  global_session: maybe\n",
+       "`interface.global_session` must be true or false (got \"maybe\")"},
       {"interface:\n  global: true\n", "unknown key `interface.global`"},
-      {"agents:\n  idle_eviction: 0\n", "`agents.idle_eviction` must be an integer from 1 to 31536000 (got \"0\")"},
-      {"agents:\n  idle_eviction: 31536001\n", "`agents.idle_eviction` must be an integer from 1 to 31536000"},
+      {"agents:\n  idle_eviction: 0\n",
+       "`agents.idle_eviction` must be an integer from 1 to 31536000 (got \"0\")"},
+      {"agents:\n  idle_eviction: 31536001\n",
+       "`agents.idle_eviction` must be an integer from 1 to 31536000"},
       {"agents:\n  max_steps: 0\n", "`agents.max_steps` must be an integer from 1 to 10000 (got \"0\")"},
       {"agents:\n  max_steps: 10001\n", "`agents.max_steps` must be an integer from 1 to 10000"},
       {"agents:\n  max_steps: ten\n", "`agents.max_steps` must be an integer"},
       {"agents:\n  steps: 3\n", "unknown key `agents.steps` (known here: idle_eviction, max_steps)"},
       // Checked once the files are merged.
-      {"providers:\n  x: {api_key_env: K}\n", "`providers.x.base_url` is required for a provider of type openai"},
+      {"providers:\n  x: {api_key_env: K}\n",
+       "`providers.x.base_url` is required for a provider of type openai"},
       {"providers:\n  x: ~\n", "`providers.x.base_url` is required for a provider of type openai"},
       {"default_preset: coder\n", "`default_preset` names no preset: \"coder\" (presets: default)"},
-      {"presets:\n  a: {}\ndefault_preset: b\n", "`default_preset` names no preset: \"b\" (presets: a, default)"},
+      {"presets:\n  a: {}\ndefault_preset: b\n",
+       "`default_preset` names no preset: \"b\" (presets: a, default)"},
   };
   for (const auto& c : cases) {
     auto r = ParseConfigText("x.yml", c.yaml);
     ASSERT_FALSE(r.ok()) << c.yaml;
     EXPECT_EQ(r.status().code(), "invalid_config");
-    EXPECT_NE(r.status().message().find(c.expected), std::string::npos) << c.yaml << "\n" << r.status().message();
+    EXPECT_NE(r.status().message().find(c.expected), std::string::npos) << c.yaml << "\n"
+                                                                        << r.status().message();
     EXPECT_EQ(r.status().message().rfind("x.yml: ", 0), 0u) << r.status().message();
   }
 }
 
 TEST(Config, APatchAddsAPresetAndChangesAnotherKeyByKey) {
   dsh::testing::TempDir dir;
-  Write(dir.File("dsh.yml"),
-        "presets:\n  coder:\n    system_prompt: base\n    tools: [sessions, loop]\n"
-        "providers:\n  local:\n    base_url: http://h/v1\n    models:\n      a: {reasoning_efforts: [low]}\n");
+  Write(
+      dir.File("dsh.yml"),
+      "presets:\n  coder:\n    system_prompt: base\n    tools: [sessions, loop]\n"
+      "providers:\n  local:\n    base_url: http://h/v1\n    models:\n      a: {reasoning_efforts: [low]}\n");
   Write(dir.File("p.yml"),
         "presets:\n  coder:\n    tools: [loop]\n  reviewer:\n    system_prompt: review\n"
         "default_preset: reviewer\n"
@@ -283,7 +300,7 @@ TEST(Config, APatchAddsAPresetAndChangesAnotherKeyByKey) {
   ASSERT_EQ(c->presets.size(), 3u);
   const Config::Preset* coder = c->FindPreset("coder");
   ASSERT_NE(coder, nullptr);
-  EXPECT_EQ(coder->system_prompt, "base");                         // kept from dsh.yml
+  EXPECT_EQ(coder->system_prompt, "base");                          // kept from dsh.yml
   EXPECT_EQ(coder->tool_groups, std::vector<std::string>{"loop"});  // lists are replaced
   ASSERT_NE(c->FindPreset("reviewer"), nullptr);
   EXPECT_EQ(c->FindPreset("reviewer")->system_prompt, "review");

@@ -2,31 +2,97 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <filesystem>
-#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <regex>
+#include <set>
+#include <utility>
 
 namespace dsh::host {
 namespace {
 
 // A tiny schema for YAML: what keys exist and what their values must be.
 struct Spec {
-  enum class Kind { kMap, kString, kInt, kBool } kind = Kind::kString;
-  std::map<std::string, Spec> keys;     // kMap
-  std::vector<std::string> one_of;      // kString
-  int64_t min = 0, max = 0;             // kInt
-  std::string hint;                     // what a good value looks like
+  enum class Kind { kMap, kMapOf, kList, kString, kInt, kBool } kind = Kind::kString;
+  std::map<std::string, Spec> keys;   // kMap: the fixed keys
+  std::shared_ptr<const Spec> item;   // kMapOf: every value; kList: every element
+  std::optional<std::regex> pattern;  // kMapOf: every key; kString: the value
+  std::string key_hint;               // kMapOf: "a preset id: use ..."
+  std::vector<std::string> one_of;    // kString
+  bool allow_empty = false;           // kString
+  bool unique = false;                // kList: no element twice
+  int64_t min = 0, max = 0;           // kInt
+  std::string hint;                   // what a good value looks like
 };
 
-Spec Map(std::map<std::string, Spec> keys) { return Spec{Spec::Kind::kMap, std::move(keys), {}, 0, 0, "a mapping"}; }
-Spec Str(std::vector<std::string> one_of = {}, std::string hint = "a string") {
-  return Spec{Spec::Kind::kString, {}, std::move(one_of), 0, 0, std::move(hint)};
+Spec Map(std::map<std::string, Spec> keys) {
+  Spec s;
+  s.kind = Spec::Kind::kMap;
+  s.keys = std::move(keys);
+  s.hint = "a mapping";
+  return s;
+}
+// A mapping whose keys are names chosen by the user (`presets.ID`), each
+// matching `key_pattern` (described by `key_hint`), with every value checked
+// against `value`.
+Spec MapOf(const char* key_pattern, std::string key_hint, Spec value, std::string hint) {
+  Spec s;
+  s.kind = Spec::Kind::kMapOf;
+  s.item = std::make_shared<const Spec>(std::move(value));
+  s.pattern = std::regex(key_pattern);
+  s.key_hint = std::move(key_hint);
+  s.hint = std::move(hint);
+  return s;
+}
+// A list whose elements are all distinct and each checked against `item`.
+Spec SetOf(Spec item, std::string hint) {
+  Spec s;
+  s.kind = Spec::Kind::kList;
+  s.item = std::make_shared<const Spec>(std::move(item));
+  s.unique = true;
+  s.hint = std::move(hint);
+  return s;
+}
+Spec Str(std::vector<std::string> one_of = {}, std::string hint = "a non-empty string") {
+  Spec s;
+  s.one_of = std::move(one_of);
+  s.hint = std::move(hint);
+  return s;
+}
+Spec Matching(const char* pattern, std::string hint) {
+  Spec s;
+  s.pattern = std::regex(pattern);
+  s.hint = std::move(hint);
+  return s;
+}
+Spec Text() {
+  Spec s;
+  s.allow_empty = true;
+  s.hint = "a string";
+  return s;
 }
 Spec Int(int64_t min, int64_t max) {
-  return Spec{Spec::Kind::kInt, {}, {}, min, max,
-              "an integer from " + std::to_string(min) + " to " + std::to_string(max)};
+  Spec s;
+  s.kind = Spec::Kind::kInt;
+  s.min = min;
+  s.max = max;
+  s.hint = "an integer from " + std::to_string(min) + " to " + std::to_string(max);
+  return s;
 }
+Spec Bool() {
+  Spec s;
+  s.kind = Spec::Kind::kBool;
+  s.hint = "true or false";
+  return s;
+}
+
+// Provider names, preset ids, workspace ids and tool groups.
+constexpr const char* kIdPattern = "[a-z0-9_-]+";
+constexpr const char* kIdHint = "lowercase letters, digits, `_` and `-`";
+std::string IdHint(const char* what) { return std::string(what) + ": use " + kIdHint; }
 
 const Spec& RootSpec() {
   static const Spec* spec = new Spec(Map({
@@ -34,6 +100,32 @@ const Spec& RootSpec() {
       {"storage", Map({{"synchronous", Str({"full", "normal"}, "full or normal")}})},
       {"log", Map({{"level", Str({"trace", "debug", "info", "warn", "error", "off"},
                                  "one of trace, debug, info, warn, error, off")}})},
+      {"model", Matching("[a-z0-9_-]+/.+", "provider/model (say deepseek/deepseek-chat)")},
+      {"providers",
+       MapOf(kIdPattern, IdHint("provider name"),
+             Map({
+                 {"type", Str({"openai", "echo"}, "openai or echo")},
+                 {"base_url", Matching("https?://.+", "a URL starting with http:// or https://")},
+                 {"api_key_env",
+                  Matching("[A-Z_][A-Z0-9_]*", "an environment variable name ([A-Z_][A-Z0-9_]*)")},
+                 {"models", MapOf(".+", "model name: use a non-empty string",
+                                  Map({{"reasoning_efforts", SetOf(Str(), "a list of distinct strings")}}),
+                                  "a mapping of model names to their settings")},
+             }),
+             "a mapping of provider names to providers")},
+      {"presets",
+       MapOf(kIdPattern, IdHint("preset id"),
+             Map({
+                 {"system_prompt", Text()},
+                 {"tools", SetOf(Matching(kIdPattern, std::string("a tool group name (") + kIdHint + ")"),
+                                 "a list of distinct tool group names")},
+             }),
+             "a mapping of preset ids to presets")},
+      {"default_preset", Matching(kIdPattern, std::string("a preset id (") + kIdHint + ")")},
+      {"workspaces", MapOf(kIdPattern, IdHint("workspace id"), Matching("/.*", "an absolute path"),
+                           "a mapping of workspace ids to absolute paths")},
+      {"interface", Map({{"global_session", Bool()}})},
+      {"agents", Map({{"idle_eviction", Int(1, 31'536'000)}, {"max_steps", Int(1, 10'000)}})},
   }));
   return *spec;
 }
@@ -52,10 +144,14 @@ std::string Shown(const YAML::Node& n) {
 }
 
 Status Check(const std::string& file, const std::string& path, const YAML::Node& node, const Spec& spec) {
+  auto must_be = [&] {
+    return Bad(file, path.empty() ? "(top level)" : path,
+               "must be " + spec.hint + " (got " + Shown(node) + ")");
+  };
   switch (spec.kind) {
     case Spec::Kind::kMap: {
       if (node.IsNull()) return Status::Ok();  // an empty section
-      if (!node.IsMap()) return Bad(file, path.empty() ? "(top level)" : path, "must be a mapping (got " + Shown(node) + ")");
+      if (!node.IsMap()) return must_be();
       for (const auto& kv : node) {
         std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "?";
         auto it = spec.keys.find(key);
@@ -69,28 +165,48 @@ Status Check(const std::string& file, const std::string& path, const YAML::Node&
       }
       return Status::Ok();
     }
-    case Spec::Kind::kString: {
-      if (!node.IsScalar() || node.Scalar().empty()) return Bad(file, path, "must be " + spec.hint + " (got " + Shown(node) + ")");
-      if (!spec.one_of.empty()) {
-        for (const auto& v : spec.one_of) {
-          if (v == node.Scalar()) return Status::Ok();
+    case Spec::Kind::kMapOf: {
+      if (node.IsNull()) return Status::Ok();
+      if (!node.IsMap()) return must_be();
+      for (const auto& kv : node) {
+        if (!kv.first.IsScalar() || !std::regex_match(kv.first.Scalar(), *spec.pattern)) {
+          return Bad(file, Join(path, kv.first.IsScalar() ? kv.first.Scalar() : "?"),
+                     "is not a valid " + spec.key_hint);
         }
-        return Bad(file, path, "must be " + spec.hint + " (got " + Shown(node) + ")");
+        DSH_RETURN_IF_ERROR(Check(file, Join(path, kv.first.Scalar()), kv.second, *spec.item));
+      }
+      return Status::Ok();
+    }
+    case Spec::Kind::kList: {
+      if (!node.IsSequence()) return must_be();
+      std::set<std::string> seen;
+      for (size_t i = 0; i < node.size(); ++i) {
+        std::string item_path = path + "[" + std::to_string(i) + "]";
+        DSH_RETURN_IF_ERROR(Check(file, item_path, node[i], *spec.item));
+        if (spec.unique && node[i].IsScalar() && !seen.insert(node[i].Scalar()).second) {
+          return Bad(file, path, "lists \"" + node[i].Scalar() + "\" twice");
+        }
+      }
+      return Status::Ok();
+    }
+    case Spec::Kind::kString: {
+      if (!node.IsScalar() || (node.Scalar().empty() && !spec.allow_empty)) return must_be();
+      if (spec.pattern && !std::regex_match(node.Scalar(), *spec.pattern)) return must_be();
+      if (!spec.one_of.empty() &&
+          std::find(spec.one_of.begin(), spec.one_of.end(), node.Scalar()) == spec.one_of.end()) {
+        return must_be();
       }
       return Status::Ok();
     }
     case Spec::Kind::kInt: {
       int64_t v = 0;
-      if (!node.IsScalar() || !YAML::convert<int64_t>::decode(node, v) || v < spec.min || v > spec.max) {
-        return Bad(file, path, "must be " + spec.hint + " (got " + Shown(node) + ")");
-      }
+      if (!node.IsScalar() || !YAML::convert<int64_t>::decode(node, v) || v < spec.min || v > spec.max)
+        return must_be();
       return Status::Ok();
     }
     case Spec::Kind::kBool: {
       bool b = false;
-      if (!node.IsScalar() || !YAML::convert<bool>::decode(node, b)) {
-        return Bad(file, path, "must be true or false (got " + Shown(node) + ")");
-      }
+      if (!node.IsScalar() || !YAML::convert<bool>::decode(node, b)) return must_be();
       return Status::Ok();
     }
   }
@@ -119,8 +235,42 @@ Result<YAML::Node> Parse(const std::string& name, const std::string& text) {
   return node;
 }
 
+// The files merged so far, to name the one a cross-field error comes from.
+struct Origins {
+  std::vector<std::pair<std::string, YAML::Node>> files;
+
+  // The last file that sets the key path `keys`; the last file when none does.
+  std::string Of(const std::vector<std::string>& keys) const {
+    for (auto it = files.rbegin(); it != files.rend(); ++it) {
+      if (Sets(it->second, keys, 0)) return it->first;
+    }
+    return files.empty() ? std::string("(configuration)") : files.back().first;
+  }
+
+ private:
+  // Recursive rather than a loop: assigning one YAML::Node to another would
+  // rewrite the document.
+  static bool Sets(const YAML::Node& node, const std::vector<std::string>& keys, size_t i) {
+    if (i == keys.size()) return true;
+    return node.IsMap() && node[keys[i]] && Sets(node[keys[i]], keys, i + 1);
+  }
+};
+
+std::string StrOr(const YAML::Node& map, const char* key, std::string fallback) {
+  return map.IsMap() && map[key] ? map[key].as<std::string>() : std::move(fallback);
+}
+
+// `/a/b/../c/` -> `/a/c`.
+std::string NormalizePath(const std::string& path) {
+  std::string out = std::filesystem::path(path).lexically_normal().string();
+  while (out.size() > 1 && out.back() == '/') out.pop_back();
+  return out;
+}
+
+// Decodes a merged document that passed Check for every file it came from.
 Config Decode(const YAML::Node& root) {
   Config c;
+  c.presets.push_back(Config::Preset{"default", "", {}, true});
   if (!root || !root.IsMap()) return c;
   if (auto s = root["server"]; s && s.IsMap()) {
     if (s["host"]) c.server.host = s["host"].as<std::string>();
@@ -132,18 +282,111 @@ Config Decode(const YAML::Node& root) {
   if (auto s = root["log"]; s && s.IsMap()) {
     if (s["level"]) c.log.level = s["level"].as<std::string>();
   }
+  c.model = StrOr(root, "model", "");
+  if (auto s = root["providers"]; s && s.IsMap()) {
+    std::map<std::string, Config::Provider> by_name;
+    for (const auto& kv : s) {
+      Config::Provider p;
+      p.name = kv.first.Scalar();
+      p.type = StrOr(kv.second, "type", p.type);
+      p.base_url = StrOr(kv.second, "base_url", "");
+      p.api_key_env = StrOr(kv.second, "api_key_env", "");
+      if (kv.second.IsMap() && kv.second["models"] && kv.second["models"].IsMap()) {
+        std::map<std::string, Config::ProviderModel> by_model;
+        for (const auto& m : kv.second["models"]) {
+          Config::ProviderModel pm;
+          pm.name = m.first.Scalar();
+          if (m.second.IsMap() && m.second["reasoning_efforts"]) {
+            pm.reasoning_efforts = m.second["reasoning_efforts"].as<std::vector<std::string>>();
+          }
+          by_model[pm.name] = std::move(pm);
+        }
+        for (auto& [_, pm] : by_model) p.models.push_back(std::move(pm));
+      }
+      by_name[p.name] = std::move(p);
+    }
+    for (auto& [_, p] : by_name) c.providers.push_back(std::move(p));
+  }
+  if (auto s = root["presets"]; s && s.IsMap()) {
+    std::map<std::string, Config::Preset> by_id;
+    for (auto& p : c.presets) by_id[p.id] = std::move(p);  // the built-in default
+    for (const auto& kv : s) {
+      Config::Preset p;
+      p.id = kv.first.Scalar();
+      p.system_prompt = StrOr(kv.second, "system_prompt", "");
+      if (kv.second.IsMap() && kv.second["tools"]) {
+        p.tool_groups = kv.second["tools"].as<std::vector<std::string>>();
+        p.all_tools = false;
+      }
+      by_id[p.id] = std::move(p);
+    }
+    c.presets.clear();
+    for (auto& [_, p] : by_id) c.presets.push_back(std::move(p));
+  }
+  c.default_preset = StrOr(root, "default_preset", c.default_preset);
+  if (auto s = root["workspaces"]; s && s.IsMap()) {
+    std::map<std::string, std::string> by_id;
+    for (const auto& kv : s) by_id[kv.first.Scalar()] = NormalizePath(kv.second.as<std::string>());
+    for (auto& [id, path] : by_id) c.workspaces.push_back(Config::Workspace{id, std::move(path)});
+  }
+  if (auto s = root["interface"]; s && s.IsMap()) {
+    if (s["global_session"]) c.interface.global_session = s["global_session"].as<bool>();
+  }
+  if (auto s = root["agents"]; s && s.IsMap()) {
+    if (s["idle_eviction"]) c.agents.idle_eviction_seconds = s["idle_eviction"].as<int64_t>();
+    if (s["max_steps"]) c.agents.max_steps = s["max_steps"].as<int64_t>();
+  }
+  return c;
+}
+
+// The checks that need the merged result: a key may be set in one file and
+// what it depends on in another.
+Status CheckMerged(const Config& c, const Origins& origins) {
+  for (const auto& p : c.providers) {
+    if (p.type == "openai" && p.base_url.empty()) {
+      return Bad(origins.Of({"providers", p.name}), "providers." + p.name + ".base_url",
+                 "is required for a provider of type openai");
+    }
+  }
+  if (!c.FindPreset(c.default_preset)) {
+    std::string ids;
+    for (const auto& p : c.presets) ids += (ids.empty() ? "" : ", ") + p.id;
+    return Bad(origins.Of({"default_preset"}), "default_preset",
+               "names no preset: \"" + c.default_preset + "\" (presets: " + ids + ")");
+  }
+  return Status::Ok();
+}
+
+Result<Config> DecodeAndCheck(const YAML::Node& merged, const Origins& origins) {
+  Config c = Decode(merged);
+  DSH_RETURN_IF_ERROR(CheckMerged(c, origins));
   return c;
 }
 
 }  // namespace
 
+const Config::Preset* Config::FindPreset(const std::string& id) const {
+  for (const auto& p : presets) {
+    if (p.id == id) return &p;
+  }
+  return nullptr;
+}
+
+const Config::Provider* Config::FindProvider(const std::string& name) const {
+  for (const auto& p : providers) {
+    if (p.name == name) return &p;
+  }
+  return nullptr;
+}
+
 Result<Config> ParseConfigText(const std::string& name, const std::string& text) {
   DSH_ASSIGN_OR_RETURN(YAML::Node node, Parse(name, text));
-  return Decode(node);
+  return DecodeAndCheck(node, Origins{{{name, node}}});
 }
 
 Result<Config> LoadConfig(const std::vector<ConfigFile>& files) {
   YAML::Node merged(YAML::NodeType::Map);
+  Origins origins;
   for (const auto& f : files) {
     std::error_code ec;
     if (!std::filesystem::exists(f.path, ec)) {
@@ -160,8 +403,9 @@ Result<Config> LoadConfig(const std::vector<ConfigFile>& files) {
     }
     DSH_RETURN_IF_ERROR(Check(f.path, "", node, RootSpec()));
     merged = Merge(merged, node);
+    origins.files.emplace_back(f.path, node);
   }
-  return Decode(merged);
+  return DecodeAndCheck(merged, origins);
 }
 
 }  // namespace dsh::host

@@ -24,8 +24,9 @@ struct Config {
     std::string level = "info";
   } log;
 
-  // `model`: the default route "provider/model" (DSH_MODEL wins over it).
-  // Empty = not configured here.
+  // `model`: the default route "provider/model" (DSH_MODEL wins over it);
+  // only its form is checked here, ModelRoutes checks that it exists.
+  // Empty = not configured.
   std::string model;
 
   // `providers.NAME`: model providers beyond the built-in `echo`, `openai`
@@ -54,7 +55,9 @@ struct Config {
     std::vector<std::string> tool_groups;
     bool all_tools = true;  // true when `tools` was not given
   };
-  std::vector<Preset> presets;  // in id order; a built-in "default" when none
+  // In id order. Always holds a "default": the built-in one (empty prompt,
+  // all tools) unless a declared preset of that id replaces it.
+  std::vector<Preset> presets;
   std::string default_preset = "default";  // `default_preset`; must name a preset
 
   // `workspaces.ID: /absolute/path`.
@@ -73,12 +76,16 @@ struct Config {
     int64_t max_steps = 50;               // `agents.max_steps` (1..10000)
   } agents;
 
+  // nullptr when there is none. FindProvider sees declared providers only
+  // (the built-ins live in ModelRoutes).
   const Preset* FindPreset(const std::string& id) const;
   const Provider* FindProvider(const std::string& name) const;
 };
 
 // Loads and merges `files` (those that do not exist are skipped only when
-// `optional`). Errors: `invalid_config` naming the file and the key path.
+// `optional`). Errors: `invalid_config` naming the file and the key path; a
+// check of the merged result (default_preset names no preset, an openai
+// provider without base_url) names the last file that set the key.
 struct ConfigFile {
   std::string path;
   bool optional = false;

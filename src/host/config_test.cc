@@ -18,6 +18,18 @@ TEST(Config, DefaultsWithoutAnyFile) {
   EXPECT_EQ(c->server.host, "127.0.0.1");
   EXPECT_EQ(c->server.port, 7433);
   EXPECT_TRUE(c->storage.synchronous_full);
+  EXPECT_EQ(c->model, "");
+  EXPECT_TRUE(c->providers.empty());
+  ASSERT_EQ(c->presets.size(), 1u);
+  EXPECT_EQ(c->presets[0].id, "default");
+  EXPECT_EQ(c->presets[0].system_prompt, "");
+  EXPECT_TRUE(c->presets[0].all_tools);
+  EXPECT_EQ(c->default_preset, "default");
+  EXPECT_EQ(c->FindPreset("default"), &c->presets[0]);
+  EXPECT_TRUE(c->workspaces.empty());
+  EXPECT_TRUE(c->interface.global_session);
+  EXPECT_EQ(c->agents.idle_eviction_seconds, 600);
+  EXPECT_EQ(c->agents.max_steps, 50);
 }
 
 TEST(Config, PatchesMergeDeeplyAndLaterWins) {
@@ -75,6 +87,270 @@ TEST(Config, AMissingPatchFileIsAnError) {
 TEST(Config, EmptyFileAndEmptySectionsAreFine) {
   EXPECT_TRUE(ParseConfigText("x.yml", "").ok());
   EXPECT_TRUE(ParseConfigText("x.yml", "server:\n").ok());
+}
+
+const char* kFull = R"(
+model: local/qwen3
+providers:
+  local:
+    type: openai
+    base_url: http://127.0.0.1:8080/v1
+    api_key_env: LOCAL_KEY
+    models:
+      qwen3: {reasoning_efforts: [low, medium, high]}
+      llama: ~
+      gpt-4.1: {}
+  offline:
+    type: echo
+presets:
+  coder:
+    system_prompt: "You write code."
+    tools: [sessions, loop]
+  quiet:
+    tools: []
+default_preset: coder
+workspaces:
+  dsh: /home/me/src/dsh/
+  odd: /home/me/./x/../y
+interface:
+  global_session: false
+agents:
+  idle_eviction: 30
+  max_steps: 7
+)";
+
+TEST(Config, ReadsModelProvidersPresetsWorkspacesInterfaceAndAgents) {
+  auto c = ParseConfigText("x.yml", kFull);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->model, "local/qwen3");
+
+  ASSERT_EQ(c->providers.size(), 2u);  // in name order
+  const Config::Provider* local = c->FindProvider("local");
+  ASSERT_NE(local, nullptr);
+  EXPECT_EQ(local, &c->providers[0]);
+  EXPECT_EQ(local->type, "openai");
+  EXPECT_EQ(local->base_url, "http://127.0.0.1:8080/v1");
+  EXPECT_EQ(local->api_key_env, "LOCAL_KEY");
+  ASSERT_EQ(local->models.size(), 3u);  // in name order
+  EXPECT_EQ(local->models[0].name, "gpt-4.1");
+  EXPECT_TRUE(local->models[0].reasoning_efforts.empty());
+  EXPECT_EQ(local->models[1].name, "llama");
+  EXPECT_TRUE(local->models[1].reasoning_efforts.empty());
+  EXPECT_EQ(local->models[2].name, "qwen3");
+  EXPECT_EQ(local->models[2].reasoning_efforts, (std::vector<std::string>{"low", "medium", "high"}));
+  const Config::Provider* offline = c->FindProvider("offline");
+  ASSERT_NE(offline, nullptr);
+  EXPECT_EQ(offline->type, "echo");
+  EXPECT_EQ(offline->base_url, "");
+  EXPECT_EQ(offline->api_key_env, "");
+  EXPECT_TRUE(offline->models.empty());
+  EXPECT_EQ(c->FindProvider("openai"), nullptr);  // built-ins live in ModelRoutes
+
+  // The built-in default stays beside the declared presets.
+  ASSERT_EQ(c->presets.size(), 3u);
+  EXPECT_EQ(c->presets[0].id, "coder");
+  EXPECT_EQ(c->presets[1].id, "default");
+  EXPECT_EQ(c->presets[2].id, "quiet");
+  const Config::Preset* coder = c->FindPreset("coder");
+  ASSERT_NE(coder, nullptr);
+  EXPECT_EQ(coder->system_prompt, "You write code.");
+  EXPECT_FALSE(coder->all_tools);
+  EXPECT_EQ(coder->tool_groups, (std::vector<std::string>{"sessions", "loop"}));
+  const Config::Preset* quiet = c->FindPreset("quiet");
+  ASSERT_NE(quiet, nullptr);
+  EXPECT_FALSE(quiet->all_tools);  // [] = no tools at all
+  EXPECT_TRUE(quiet->tool_groups.empty());
+  EXPECT_EQ(quiet->system_prompt, "");
+  EXPECT_EQ(c->FindPreset("nope"), nullptr);
+  EXPECT_EQ(c->default_preset, "coder");
+
+  ASSERT_EQ(c->workspaces.size(), 2u);
+  EXPECT_EQ(c->workspaces[0].id, "dsh");
+  EXPECT_EQ(c->workspaces[0].path, "/home/me/src/dsh");
+  EXPECT_EQ(c->workspaces[1].id, "odd");
+  EXPECT_EQ(c->workspaces[1].path, "/home/me/y");
+
+  EXPECT_FALSE(c->interface.global_session);
+  EXPECT_EQ(c->agents.idle_eviction_seconds, 30);
+  EXPECT_EQ(c->agents.max_steps, 7);
+}
+
+TEST(Config, ADeclaredDefaultPresetReplacesTheBuiltIn) {
+  auto c = ParseConfigText("x.yml", "presets:\n  default:\n    system_prompt: hi\n    tools: [loop]\n");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_EQ(c->presets.size(), 1u);
+  EXPECT_EQ(c->presets[0].system_prompt, "hi");
+  EXPECT_FALSE(c->presets[0].all_tools);
+  EXPECT_EQ(c->presets[0].tool_groups, std::vector<std::string>{"loop"});
+}
+
+TEST(Config, EmptyProviderModelAndPresetEntriesTakeTheDefaults) {
+  auto c = ParseConfigText("x.yml",
+                           "presets:\n  a: ~\n  b: {}\n  c:\n    system_prompt: \"\"\n"
+                           "providers:\n  e: {type: echo}\n  f: {type: echo, models: ~}\n"
+                           "workspaces: ~\ninterface:\nagents:\n");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  for (const char* id : {"a", "b", "c"}) {
+    const Config::Preset* p = c->FindPreset(id);
+    ASSERT_NE(p, nullptr) << id;
+    EXPECT_TRUE(p->all_tools);
+    EXPECT_EQ(p->system_prompt, "");
+  }
+  ASSERT_NE(c->FindProvider("f"), nullptr);
+  EXPECT_TRUE(c->FindProvider("f")->models.empty());
+  EXPECT_TRUE(c->workspaces.empty());
+}
+
+TEST(Config, ABadNewKeyValueNamesTheFileAndTheFullKeyPath) {
+  struct Case {
+    const char* yaml;
+    const char* expected;
+  } cases[] = {
+      {"model: deepseek\n", "`model` must be provider/model"},
+      {"model: deepseek/\n", "`model` must be provider/model"},
+      {"model: /chat\n", "`model` must be provider/model"},
+      {"model: Deep/chat\n", "`model` must be provider/model"},
+      {"model: [a]\n", "`model` must be provider/model"},
+      {"providers: [a]\n", "`providers` must be a mapping of provider names to providers (got a list)"},
+      {"providers:\n  Local: {type: echo}\n",
+       "`providers.Local` is not a valid provider name: use lowercase letters"},
+      {"providers:\n  a.b: {type: echo}\n", "`providers.a.b` is not a valid provider name"},
+      {"providers:\n  x: 5\n", "`providers.x` must be a mapping (got \"5\")"},
+      {"providers:\n  x: {type: anthropic}\n",
+       "`providers.x.type` must be openai or echo (got \"anthropic\")"},
+      {"providers:\n  x: {base_url: ftp://h/}\n",
+       "`providers.x.base_url` must be a URL starting with http:// or https://"},
+      {"providers:\n  x: {base_url: \"\"}\n", "`providers.x.base_url` must be a URL"},
+      {"providers:\n  x: {base_url: \"http://\"}\n", "`providers.x.base_url` must be a URL"},
+      {"providers:\n  x: {api_key_env: my-key}\n",
+       "`providers.x.api_key_env` must be an environment variable name"},
+      {"providers:\n  x: {api_key_env: 1KEY}\n",
+       "`providers.x.api_key_env` must be an environment variable name"},
+      {"providers:\n  x: {key: K}\n",
+       "unknown key `providers.x.key` (known here: api_key_env, base_url, models, type)"},
+      {"providers:\n  x: {models: [a, b]}\n",
+       "`providers.x.models` must be a mapping of model names to their settings"},
+      {"providers:\n  x: {models: {m: {effort: [a]}}}\n", "unknown key `providers.x.models.m.effort`"},
+      {"providers:\n  x: {models: {m: {reasoning_efforts: low}}}\n",
+       "`providers.x.models.m.reasoning_efforts` must be a list of distinct strings (got \"low\")"},
+      {"providers:\n  x: {models: {m: {reasoning_efforts: [low, low]}}}\n",
+       "`providers.x.models.m.reasoning_efforts` lists \"low\" twice"},
+      {"providers:\n  x: {models: {m: {reasoning_efforts: [low, \"\"]}}}\n",
+       "`providers.x.models.m.reasoning_efforts[1]` must be a non-empty string (got \"\")"},
+      {"presets: 3\n", "`presets` must be a mapping of preset ids to presets"},
+      {"presets:\n  Coder: {}\n", "`presets.Coder` is not a valid preset id: use lowercase"},
+      {"presets:\n  coder: {prompt: x}\n",
+       "unknown key `presets.coder.prompt` (known here: system_prompt, tools)"},
+      {"presets:\n  coder: {system_prompt: [x]}\n", "`presets.coder.system_prompt` must be a string"},
+      {"presets:\n  coder: {tools: sessions}\n",
+       "`presets.coder.tools` must be a list of distinct tool group names"},
+      {"presets:\n  coder: {tools: ~}\n",
+       "`presets.coder.tools` must be a list of distinct tool group names (got nothing)"},
+      {"presets:\n  coder: {tools: [loop, Loop]}\n", "`presets.coder.tools[1]` must be a tool group name"},
+      {"presets:\n  coder: {tools: [loop, loop]}\n", "`presets.coder.tools` lists \"loop\" twice"},
+      {"presets:\n  coder: {tools: [[a]]}\n", "`presets.coder.tools[0]` must be a tool group name"},
+      {"default_preset: \"\"\n", "`default_preset` must be a preset id"},
+      {"default_preset: Big\n", "`default_preset` must be a preset id"},
+      {"workspaces:\n  dsh: src/dsh\n", "`workspaces.dsh` must be an absolute path (got \"src/dsh\")"},
+      {"workspaces:\n  dsh: {path: /x}\n", "`workspaces.dsh` must be an absolute path (got a mapping)"},
+      {"workspaces:\n  my ws: /x\n", "`workspaces.my ws` is not a valid workspace id"},
+      {"providers:\n  x: {models: {\"\": {}}}\n", "`providers.x.models.` is not a valid model name"},
+      {"workspaces: [/x]\n", "`workspaces` must be a mapping of workspace ids to absolute paths"},
+      {"interface:\n  global_session: maybe\n",
+       "`interface.global_session` must be true or false (got \"maybe\")"},
+      {"interface:\n  global: true\n", "unknown key `interface.global`"},
+      {"agents:\n  idle_eviction: 0\n",
+       "`agents.idle_eviction` must be an integer from 1 to 31536000 (got \"0\")"},
+      {"agents:\n  idle_eviction: 31536001\n",
+       "`agents.idle_eviction` must be an integer from 1 to 31536000"},
+      {"agents:\n  max_steps: 0\n", "`agents.max_steps` must be an integer from 1 to 10000 (got \"0\")"},
+      {"agents:\n  max_steps: 10001\n", "`agents.max_steps` must be an integer from 1 to 10000"},
+      {"agents:\n  max_steps: ten\n", "`agents.max_steps` must be an integer"},
+      {"agents:\n  steps: 3\n", "unknown key `agents.steps` (known here: idle_eviction, max_steps)"},
+      // Checked once the files are merged.
+      {"providers:\n  x: {api_key_env: K}\n",
+       "`providers.x.base_url` is required for a provider of type openai"},
+      {"providers:\n  x: ~\n", "`providers.x.base_url` is required for a provider of type openai"},
+      {"default_preset: coder\n", "`default_preset` names no preset: \"coder\" (presets: default)"},
+      {"presets:\n  a: {}\ndefault_preset: b\n",
+       "`default_preset` names no preset: \"b\" (presets: a, default)"},
+  };
+  for (const auto& c : cases) {
+    auto r = ParseConfigText("x.yml", c.yaml);
+    ASSERT_FALSE(r.ok()) << c.yaml;
+    EXPECT_EQ(r.status().code(), "invalid_config");
+    EXPECT_NE(r.status().message().find(c.expected), std::string::npos) << c.yaml << "\n"
+                                                                        << r.status().message();
+    EXPECT_EQ(r.status().message().rfind("x.yml: ", 0), 0u) << r.status().message();
+  }
+}
+
+TEST(Config, APatchAddsAPresetAndChangesAnotherKeyByKey) {
+  dsh::testing::TempDir dir;
+  Write(
+      dir.File("dsh.yml"),
+      "presets:\n  coder:\n    system_prompt: base\n    tools: [sessions, loop]\n"
+      "providers:\n  local:\n    base_url: http://h/v1\n    models:\n      a: {reasoning_efforts: [low]}\n");
+  Write(dir.File("p.yml"),
+        "presets:\n  coder:\n    tools: [loop]\n  reviewer:\n    system_prompt: review\n"
+        "default_preset: reviewer\n"
+        "providers:\n  local:\n    api_key_env: K\n    models:\n      b: ~\n");
+  auto c = LoadConfig({{dir.File("dsh.yml"), true}, {dir.File("p.yml")}});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_EQ(c->presets.size(), 3u);
+  const Config::Preset* coder = c->FindPreset("coder");
+  ASSERT_NE(coder, nullptr);
+  EXPECT_EQ(coder->system_prompt, "base");                          // kept from dsh.yml
+  EXPECT_EQ(coder->tool_groups, std::vector<std::string>{"loop"});  // lists are replaced
+  ASSERT_NE(c->FindPreset("reviewer"), nullptr);
+  EXPECT_EQ(c->FindPreset("reviewer")->system_prompt, "review");
+  EXPECT_NE(c->FindPreset("default"), nullptr);
+  EXPECT_EQ(c->default_preset, "reviewer");
+  const Config::Provider* local = c->FindProvider("local");
+  ASSERT_NE(local, nullptr);
+  EXPECT_EQ(local->base_url, "http://h/v1");
+  EXPECT_EQ(local->api_key_env, "K");
+  ASSERT_EQ(local->models.size(), 2u);
+  EXPECT_EQ(local->models[0].reasoning_efforts, std::vector<std::string>{"low"});
+  EXPECT_EQ(local->models[1].name, "b");
+}
+
+TEST(Config, ADefaultPresetDeclaredInAnotherFileIsFound) {
+  dsh::testing::TempDir dir;
+  Write(dir.File("dsh.yml"), "default_preset: coder\n");
+  Write(dir.File("p.yml"), "presets:\n  coder: {}\n");
+  auto c = LoadConfig({{dir.File("dsh.yml"), true}, {dir.File("p.yml")}});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->default_preset, "coder");
+}
+
+TEST(Config, AMergedErrorNamesTheFileThatSetTheKey) {
+  dsh::testing::TempDir dir;
+  Write(dir.File("dsh.yml"), "presets:\n  coder: {}\nproviders:\n  local: {type: echo}\n");
+  Write(dir.File("p1.yml"), "default_preset: codr\n");
+  Write(dir.File("p2.yml"), "server:\n  port: 1\n");
+  auto c = LoadConfig({{dir.File("dsh.yml"), true}, {dir.File("p1.yml")}, {dir.File("p2.yml")}});
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), "invalid_config");
+  EXPECT_EQ(c.status().message(),
+            dir.File("p1.yml") + ": `default_preset` names no preset: \"codr\" (presets: coder, default)");
+
+  // The patch turns an echo provider into an openai one without a base_url.
+  Write(dir.File("p3.yml"), "providers:\n  local: {type: openai}\n");
+  c = LoadConfig({{dir.File("dsh.yml"), true}, {dir.File("p3.yml")}});
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(),
+            dir.File("p3.yml") + ": `providers.local.base_url` is required for a provider of type openai");
+}
+
+TEST(Config, AListInAPatchReplacesTheWholeList) {
+  dsh::testing::TempDir dir;
+  Write(dir.File("dsh.yml"), "presets:\n  coder:\n    tools: [sessions, loop]\n");
+  Write(dir.File("p.yml"), "presets:\n  coder:\n    tools: []\n");
+  auto c = LoadConfig({{dir.File("dsh.yml"), true}, {dir.File("p.yml")}});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_FALSE(c->FindPreset("coder")->all_tools);
+  EXPECT_TRUE(c->FindPreset("coder")->tool_groups.empty());
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <curl/curl.h>
 
 #include <algorithm>
+#include <cassert>
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
@@ -256,6 +257,9 @@ class OpenAiModel final : public ModelAdapter {
 
   // Must not be called from a worker thread (a `done` or `on_delta` callback).
   void Shutdown() override {
+    for ([[maybe_unused]] auto& t : threads_) {
+      assert(t.get_id() != std::this_thread::get_id() && "Shutdown() called from a model callback");
+    }
     std::lock_guard join_lock(join_mu_);
     std::deque<Call> queued;
     {

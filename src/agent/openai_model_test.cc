@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <future>
 #include <mutex>
 
@@ -15,6 +16,15 @@ using testing::SseChunk;
 using testing::SseData;
 
 constexpr auto kGenerous = std::chrono::seconds(20);
+
+// curl honours proxy variables; the fake server is on loopback and must be
+// reached directly whatever the machine running the tests has set.
+const bool kProxiesCleared = [] {
+  for (const char* name : {"http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"}) {
+    unsetenv(name);
+  }
+  return true;
+}();
 
 // One Stream() call observed from the test thread. The callbacks share its
 // state, so a failing test that drops the call before the adapter is safe.

@@ -6,13 +6,15 @@
 #include <curl/curl.h>
 
 #include <algorithm>
-#include <cassert>
 #include <atomic>
+#include <cassert>
+#include <cctype>
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "agent/model.h"

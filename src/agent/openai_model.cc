@@ -1,0 +1,544 @@
+// The Chat Completions adapter: a pool of worker threads, each driving one
+// streamed request at a time through its own curl multi handle. The multi
+// loop polls in short slices so a cancelled token, Shutdown() and the idle
+// timeout are all noticed within one slice, even while no byte arrives.
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cassert>
+#include <cctype>
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "agent/model.h"
+#include "agent/sse_parser.h"
+
+namespace dsh::agent {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr const char* kModelUnavailable = "model_unavailable";
+constexpr const char* kModelTimeout = "model_timeout";
+constexpr const char* kModelRateLimited = "model_rate_limited";
+constexpr const char* kModelError = "model_error";
+constexpr const char* kModelBadResponse = "model_bad_response";
+constexpr const char* kCancelled = "cancelled";
+
+// How often a worker wakes to look at the cancel token, shutdown and the
+// idle deadline while curl has nothing to do.
+constexpr milliseconds kPollSlice{20};
+constexpr size_t kMaxErrorBody = 64 * 1024;
+constexpr size_t kMaxQuoted = 300;
+
+void GlobalInitCurl() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+std::string Truncate(std::string_view s, size_t max = kMaxQuoted) {
+  if (s.size() <= max) return std::string(s);
+  return std::string(s.substr(0, max)) + "...";
+}
+
+Status Cancelled() { return Status(kCancelled, "the model call was cancelled"); }
+
+const char* RoleName(ModelMessage::Role role) {
+  switch (role) {
+    case ModelMessage::Role::kSystem:
+      return "system";
+    case ModelMessage::Role::kUser:
+      return "user";
+    case ModelMessage::Role::kAssistant:
+      return "assistant";
+    case ModelMessage::Role::kTool:
+      return "tool";
+  }
+  return "user";
+}
+
+Json RequestBody(const ModelRequest& request) {
+  Json messages = Json::array();
+  for (const auto& m : request.messages) {
+    Json j{{"role", RoleName(m.role)}};
+    switch (m.role) {
+      case ModelMessage::Role::kSystem:
+      case ModelMessage::Role::kUser:
+        j["content"] = m.text;
+        break;
+      case ModelMessage::Role::kAssistant: {
+        j["content"] = m.text.empty() ? Json(nullptr) : Json(m.text);
+        if (!m.tool_calls.empty()) {
+          Json calls = Json::array();
+          for (const auto& c : m.tool_calls) {
+            calls.push_back(
+                Json{{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+          }
+          j["tool_calls"] = std::move(calls);
+        }
+        break;
+      }
+      case ModelMessage::Role::kTool:
+        j["tool_call_id"] = m.tool_call_id;
+        j["content"] = m.text;
+        break;
+    }
+    messages.push_back(std::move(j));
+  }
+  Json body{{"model", request.model}, {"messages", std::move(messages)}, {"stream", true}};
+  if (!request.tools.empty()) {
+    Json tools = Json::array();
+    for (const auto& t : request.tools) {
+      Json parameters = t.parameters.is_null() ? Json{{"type", "object"}, {"properties", Json::object()}} : t.parameters;
+      tools.push_back(Json{{"type", "function"},
+                           {"function", {{"name", t.name}, {"description", t.description}, {"parameters", parameters}}}});
+    }
+    body["tools"] = std::move(tools);
+  }
+  if (request.reasoning_effort) body["reasoning_effort"] = *request.reasoning_effort;
+  return body;
+}
+
+const std::string* StringField(const Json& object, const char* key) {
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get_ptr<const std::string*>() : nullptr;
+}
+
+// Ids and names usually arrive whole in the first fragment; some servers
+// repeat them whole in later fragments, which must not double them.
+void AppendFragment(std::string& into, const std::string& fragment) {
+  if (fragment.empty() || fragment == into) return;
+  into += fragment;
+}
+
+// Folds the chunks of one streamed completion into a ModelResponse.
+class ChatStream {
+ public:
+  explicit ChatStream(const ModelAdapter::OnDelta& on_delta) : on_delta_(on_delta) {}
+
+  // An error aborts the transfer.
+  Status OnEvent(const SseEvent& event) {
+    if (event.data == "[DONE]") {
+      done_ = true;
+      return Status::Ok();
+    }
+    if (done_) return Status::Ok();
+    auto parsed = ParseJson(event.data);
+    if (!parsed.ok()) {
+      return Status(kModelBadResponse,
+                    "the stream has a chunk that is not JSON (" + parsed.status().message() + "): " + Truncate(event.data));
+    }
+    const Json& chunk = *parsed;
+    if (!chunk.is_object()) return Status(kModelBadResponse, "a stream chunk is not an object: " + Truncate(event.data));
+    if (auto error = chunk.find("error"); error != chunk.end()) {
+      const std::string* message = error->is_object() ? StringField(*error, "message") : nullptr;
+      return Status(kModelError, "the provider reported an error mid-stream: " +
+                                     (message ? *message : Truncate(DumpJson(*error))));
+    }
+    auto choices = chunk.find("choices");
+    if (choices == chunk.end() || !choices->is_array() || choices->empty()) return Status::Ok();  // usage chunk
+    const Json& choice = (*choices)[0];
+    if (!choice.is_object()) return Status(kModelBadResponse, "a stream choice is not an object");
+    auto delta = choice.find("delta");
+    if (delta == choice.end()) delta = choice.find("message");  // servers that ignore `stream`
+    if (delta != choice.end() && delta->is_object()) DSH_RETURN_IF_ERROR(OnDelta(*delta));
+    if (const std::string* reason = StringField(choice, "finish_reason")) finish_reason_ = *reason;
+    return Status::Ok();
+  }
+
+  // The transfer ended cleanly: the response, or why it is incomplete.
+  Result<ModelResponse> Finish() {
+    if (!done_ && finish_reason_.empty()) {
+      return Status(kModelBadResponse, "the stream ended before a finish_reason or [DONE]");
+    }
+    for (auto& [index, call] : calls_) {
+      if (call.name.empty()) {
+        return Status(kModelBadResponse, "tool call " + std::to_string(index) + " in the stream has no function name");
+      }
+      response_.tool_calls.push_back(std::move(call));
+    }
+    response_.finish_reason =
+        !finish_reason_.empty() ? finish_reason_ : (response_.tool_calls.empty() ? "stop" : "tool_calls");
+    return std::move(response_);
+  }
+
+  bool finished() const { return done_ || !finish_reason_.empty(); }
+
+ private:
+  Status OnDelta(const Json& delta) {
+    if (const std::string* content = StringField(delta, "content"); content && !content->empty()) {
+      response_.text += *content;
+      if (on_delta_) on_delta_(ModelDelta{ModelDelta::Kind::kText, *content});
+    }
+    const std::string* reasoning = StringField(delta, "reasoning_content");
+    if (!reasoning) reasoning = StringField(delta, "reasoning");
+    if (reasoning && !reasoning->empty()) {
+      response_.reasoning += *reasoning;
+      if (on_delta_) on_delta_(ModelDelta{ModelDelta::Kind::kReasoning, *reasoning});
+    }
+    auto calls = delta.find("tool_calls");
+    if (calls == delta.end() || calls->is_null()) return Status::Ok();
+    if (!calls->is_array()) return Status(kModelBadResponse, "`delta.tool_calls` is not an array");
+    for (size_t i = 0; i < calls->size(); ++i) {
+      const Json& entry = (*calls)[i];
+      if (!entry.is_object()) return Status(kModelBadResponse, "a `delta.tool_calls` entry is not an object");
+      int64_t index = static_cast<int64_t>(i);
+      if (auto it = entry.find("index"); it != entry.end() && it->is_number_integer()) index = it->get<int64_t>();
+      ModelToolCall& call = calls_[index];
+      if (const std::string* id = StringField(entry, "id")) AppendFragment(call.id, *id);
+      if (auto fn = entry.find("function"); fn != entry.end() && fn->is_object()) {
+        if (const std::string* name = StringField(*fn, "name")) AppendFragment(call.name, *name);
+        if (const std::string* args = StringField(*fn, "arguments")) call.arguments += *args;
+      }
+    }
+    return Status::Ok();
+  }
+
+  const ModelAdapter::OnDelta& on_delta_;
+  ModelResponse response_;
+  std::map<int64_t, ModelToolCall> calls_;  // by the stream's `index`, which orders them
+  std::string finish_reason_;
+  bool done_ = false;  // [DONE] seen
+};
+
+struct Call {
+  ModelRequest request;
+  std::shared_ptr<CancelToken> cancel;
+  ModelAdapter::OnDelta on_delta;
+  ModelAdapter::Done done;
+};
+
+// The outcome of one HTTP attempt.
+struct Attempt {
+  Result<ModelResponse> result;
+  bool retriable = false;
+  std::optional<milliseconds> retry_after;
+};
+
+class OpenAiModel final : public ModelAdapter {
+ public:
+  explicit OpenAiModel(OpenAiOptions options) : options_(std::move(options)) {
+    GlobalInitCurl();
+    url_ = options_.base_url;
+    while (!url_.empty() && url_.back() == '/') url_.pop_back();
+    url_ += "/chat/completions";
+    int workers = std::max(1, options_.workers);
+    for (int i = 0; i < workers; ++i) multis_.push_back(curl_multi_init());
+    for (int i = 0; i < workers; ++i) threads_.emplace_back([this, multi = multis_[i]] { WorkerLoop(multi); });
+  }
+
+  ~OpenAiModel() override {
+    Shutdown();
+    for (CURLM* multi : multis_) curl_multi_cleanup(multi);
+  }
+
+  void Stream(ModelRequest request, std::shared_ptr<CancelToken> cancel, OnDelta on_delta, Done done) override {
+    if (!cancel) cancel = std::make_shared<CancelToken>();
+    {
+      std::lock_guard lock(mu_);
+      if (!stopping_.load()) {
+        queue_.push_back(Call{std::move(request), std::move(cancel), std::move(on_delta), std::move(done)});
+        queue_cv_.notify_one();
+        return;
+      }
+    }
+    done(Status(kCancelled, "the model adapter is shut down"));
+  }
+
+  std::string Describe(const std::string& model) const override {
+    return model + " (Chat Completions at " + options_.base_url + ")";
+  }
+
+  // Must not be called from a worker thread (a `done` or `on_delta` callback).
+  void Shutdown() override {
+    for ([[maybe_unused]] auto& t : threads_) {
+      assert(t.get_id() != std::this_thread::get_id() && "Shutdown() called from a model callback");
+    }
+    std::lock_guard join_lock(join_mu_);
+    std::deque<Call> queued;
+    {
+      std::lock_guard lock(mu_);
+      stopping_.store(true);
+      queued.swap(queue_);
+    }
+    queue_cv_.notify_all();
+    backoff_cv_.notify_all();
+    for (CURLM* multi : multis_) curl_multi_wakeup(multi);
+    for (auto& call : queued) call.done(Status(kCancelled, "the model adapter shut down before the call started"));
+    for (auto& t : threads_) {
+      if (t.joinable()) t.join();
+    }
+  }
+
+ private:
+  struct Transfer;
+
+  void WorkerLoop(CURLM* multi) {
+    for (;;) {
+      std::optional<Call> call;
+      {
+        std::unique_lock lock(mu_);
+        queue_cv_.wait(lock, [&] { return stopping_.load() || !queue_.empty(); });
+        if (queue_.empty()) return;  // stopping
+        call.emplace(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+      Result<ModelResponse> result = Run(multi, *call);
+      call->done(std::move(result));
+    }
+  }
+
+  bool Interrupted(const Call& call) const { return stopping_.load() || call.cancel->cancelled(); }
+
+  Result<ModelResponse> Run(CURLM* multi, const Call& call) {
+    const std::string body = DumpJson(RequestBody(call.request));
+    milliseconds backoff = std::max(milliseconds(1), options_.backoff_initial);
+    for (int attempt = 0;; ++attempt) {
+      if (Interrupted(call)) return Cancelled();
+      Attempt a = Perform(multi, call, body);
+      if (!a.retriable || attempt >= options_.max_retries) {
+        if (attempt > 0 && !a.result.ok() && a.result.status().code() != kCancelled) {
+          return a.result.status().WithContext("after " + std::to_string(attempt + 1) + " attempts");
+        }
+        return std::move(a.result);
+      }
+      milliseconds wait = std::min(a.retry_after.value_or(backoff), options_.backoff_max);
+      backoff = std::min(backoff * 2, options_.backoff_max);
+      if (!WaitForRetry(call, wait)) return Cancelled();
+    }
+  }
+
+  // False when cancelled or shut down while waiting. The cancel token
+  // cannot signal, so it is checked every poll slice.
+  bool WaitForRetry(const Call& call, milliseconds wait) {
+    auto deadline = Clock::now() + wait;
+    std::unique_lock lock(mu_);
+    while (!Interrupted(call)) {
+      auto now = Clock::now();
+      if (now >= deadline) return true;
+      backoff_cv_.wait_until(lock, std::min(deadline, now + kPollSlice));
+    }
+    return false;
+  }
+
+  Attempt Perform(CURLM* multi, const Call& call, const std::string& body);
+
+  const OpenAiOptions options_;
+  std::string url_;
+  std::mutex mu_;
+  std::condition_variable queue_cv_;    // a call was queued, or stopping
+  std::condition_variable backoff_cv_;  // stopping (wakes retry waits)
+  std::deque<Call> queue_;              // GUARDED_BY(mu_)
+  std::atomic<bool> stopping_{false};   // set under mu_, read anywhere
+  std::vector<CURLM*> multis_;          // one per worker, owned
+  std::vector<std::thread> threads_;
+  std::mutex join_mu_;  // serializes Shutdown()
+};
+
+// State shared with curl's callbacks for one attempt; touched only by the
+// worker thread running it.
+struct OpenAiModel::Transfer {
+  Transfer(const OpenAiModel& model, const Call& call) : model(model), call(call), stream(call.on_delta) {}
+
+  const OpenAiModel& model;
+  const Call& call;
+  CURL* easy = nullptr;
+  long status = 0;              // the final response's HTTP status, once the body starts
+  bool responded = false;       // a byte of the response (status line) arrived
+  std::optional<milliseconds> retry_after;
+  std::string error_body;       // the body of a non-2xx response
+  SseParser sse;
+  ChatStream stream;
+  std::optional<Status> abort;  // why a callback stopped the transfer
+  Clock::time_point last_activity = Clock::now();
+  curl_off_t uploaded = 0;
+
+  static size_t OnHeader(char* data, size_t size, size_t count, void* user) {
+    auto& t = *static_cast<Transfer*>(user);
+    size_t n = size * count;
+    t.responded = true;
+    t.last_activity = Clock::now();
+    std::string_view line(data, n);
+    if (line.rfind("HTTP/", 0) == 0) {
+      t.retry_after.reset();  // a new (final or interim) response
+      return n;
+    }
+    constexpr std::string_view kRetryAfter = "retry-after:";
+    if (line.size() > kRetryAfter.size() &&
+        std::equal(kRetryAfter.begin(), kRetryAfter.end(), line.begin(),
+                   [](char a, char b) { return a == std::tolower(static_cast<unsigned char>(b)); })) {
+      std::string value(line.substr(kRetryAfter.size()));
+      char* end = nullptr;
+      long seconds = std::strtol(value.c_str(), &end, 10);
+      if (end != value.c_str() && seconds >= 0) t.retry_after = milliseconds(std::min(seconds, 24L * 3600) * 1000);
+    }
+    return n;
+  }
+
+  static size_t OnBody(char* data, size_t size, size_t count, void* user) {
+    auto& t = *static_cast<Transfer*>(user);
+    size_t n = size * count;
+    t.last_activity = Clock::now();
+    try {  // nothing may unwind through curl
+      if (t.model.Interrupted(t.call)) {
+        t.abort = Cancelled();
+        return 0;
+      }
+      if (t.status == 0) curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &t.status);
+      if (t.status < 200 || t.status >= 300) {
+        t.error_body.append(data, std::min(n, kMaxErrorBody - std::min(kMaxErrorBody, t.error_body.size())));
+        return n;
+      }
+      for (const SseEvent& event : t.sse.Feed(std::string_view(data, n))) {
+        Status st = t.stream.OnEvent(event);
+        if (!st.ok()) {
+          t.abort = std::move(st);
+          return 0;
+        }
+      }
+      return n;
+    } catch (const std::exception& e) {
+      t.abort = Status(kModelBadResponse, std::string("cannot process the stream: ") + e.what());
+      return 0;
+    }
+  }
+
+  static int OnProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t ulnow) {
+    auto& t = *static_cast<Transfer*>(user);
+    if (ulnow != t.uploaded) {
+      t.uploaded = ulnow;
+      t.last_activity = Clock::now();
+    }
+    return t.model.Interrupted(t.call) ? 1 : 0;
+  }
+};
+
+Attempt OpenAiModel::Perform(CURLM* multi, const Call& call, const std::string& body) {
+  Transfer t(*this, call);
+  std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> easy(curl_easy_init(), &curl_easy_cleanup);
+  if (!easy) return Attempt{Status(kModelUnavailable, "cannot create a curl handle")};
+  t.easy = easy.get();
+  curl_slist* headers = nullptr;
+  headers = curl_slist_append(headers, "Content-Type: application/json");
+  headers = curl_slist_append(headers, "Accept: text/event-stream");
+  headers = curl_slist_append(headers, "Expect:");  // no 100-continue round trip for large bodies
+  if (!options_.api_key.empty()) headers = curl_slist_append(headers, ("Authorization: Bearer " + options_.api_key).c_str());
+  std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)> header_list(headers, &curl_slist_free_all);
+  char error_buffer[CURL_ERROR_SIZE] = {};
+
+  CURL* h = easy.get();
+  curl_easy_setopt(h, CURLOPT_URL, url_.c_str());
+  curl_easy_setopt(h, CURLOPT_POST, 1L);
+  curl_easy_setopt(h, CURLOPT_POSTFIELDS, body.data());
+  curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+  curl_easy_setopt(h, CURLOPT_USERAGENT, "dsh");
+  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options_.connect_timeout.count()));
+  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, error_buffer);
+  curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, &Transfer::OnHeader);
+  curl_easy_setopt(h, CURLOPT_HEADERDATA, &t);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, &Transfer::OnBody);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, &t);
+  curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, &Transfer::OnProgress);
+  curl_easy_setopt(h, CURLOPT_XFERINFODATA, &t);
+
+  if (curl_multi_add_handle(multi, h) != CURLM_OK) {
+    return Attempt{Status(kModelUnavailable, "cannot start a request to " + url_)};
+  }
+  std::optional<CURLcode> finished;
+  std::optional<Status> local_error;  // cancelled or idle, found by the loop
+  bool connected = false;
+  for (;;) {
+    int running = 0;
+    CURLMcode mc = curl_multi_perform(multi, &running);
+    int queued = 0;
+    while (CURLMsg* msg = curl_multi_info_read(multi, &queued)) {
+      if (msg->msg == CURLMSG_DONE && msg->easy_handle == h) finished = msg->data.result;
+    }
+    if (finished) break;
+    if (mc != CURLM_OK) {
+      local_error = Status(kModelUnavailable, std::string("curl: ") + curl_multi_strerror(mc));
+      break;
+    }
+    if (Interrupted(call)) {
+      local_error = Cancelled();
+      break;
+    }
+    auto now = Clock::now();
+    if (!connected) {
+      curl_off_t connect_us = 0;
+      if (curl_easy_getinfo(h, CURLINFO_CONNECT_TIME_T, &connect_us) == CURLE_OK && connect_us > 0) {
+        connected = true;  // the idle clock starts once connected; connect_timeout covers before
+        t.last_activity = std::max(t.last_activity, now);
+      }
+    }
+    if (connected && now - t.last_activity >= options_.idle_timeout) {
+      local_error = Status(kModelTimeout, "no data from " + url_ + " for " +
+                                              std::to_string(options_.idle_timeout.count()) + " ms");
+      break;
+    }
+    curl_multi_poll(multi, nullptr, 0, static_cast<int>(kPollSlice.count()), nullptr);
+  }
+  curl_multi_remove_handle(multi, h);
+
+  if (t.abort) return Attempt{std::move(*t.abort)};
+  if (local_error) return Attempt{std::move(*local_error)};
+  CURLcode code = *finished;
+  if (code == CURLE_ABORTED_BY_CALLBACK) return Attempt{Cancelled()};
+
+  if (code == CURLE_OK) {
+    if (t.status == 0) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &t.status);
+    if (t.status >= 200 && t.status < 300) {
+      for (const SseEvent& event : t.sse.Finish()) {
+        Status st = t.stream.OnEvent(event);
+        if (!st.ok()) return Attempt{std::move(st)};
+      }
+      return Attempt{t.stream.Finish()};
+    }
+    std::string message = "HTTP " + std::to_string(t.status) + " from " + url_;
+    std::string detail;
+    if (auto parsed = ParseJson(t.error_body); parsed.ok() && parsed->is_object()) {
+      if (auto error = parsed->find("error"); error != parsed->end()) {
+        if (error->is_object()) {
+          if (const std::string* m = StringField(*error, "message")) detail = *m;
+        } else if (error->is_string()) {
+          detail = error->get<std::string>();
+        }
+      }
+    }
+    if (detail.empty()) detail = Truncate(t.error_body);
+    if (!detail.empty()) message += ": " + detail;
+    bool rate_limited = t.status == 429;
+    return Attempt{Status(rate_limited ? kModelRateLimited : kModelError, std::move(message)),
+                   rate_limited || t.status >= 500, t.retry_after};
+  }
+
+  std::string reason = error_buffer[0] ? error_buffer : curl_easy_strerror(code);
+  if (!t.responded) {
+    // Nothing of a response arrived, so the server did no work: retry.
+    bool timed_out = code == CURLE_OPERATION_TIMEDOUT;
+    return Attempt{Status(timed_out ? kModelTimeout : kModelUnavailable, "cannot reach " + url_ + ": " + reason),
+                   true, std::nullopt};
+  }
+  if (t.stream.finished()) return Attempt{t.stream.Finish()};  // the connection broke after the end
+  return Attempt{Status(kModelUnavailable, "the connection to " + url_ + " broke mid-response: " + reason)};
+}
+
+}  // namespace
+
+std::unique_ptr<ModelAdapter> MakeOpenAiModel(OpenAiOptions options) {
+  return std::make_unique<OpenAiModel>(std::move(options));
+}
+
+}  // namespace dsh::agent

@@ -59,7 +59,8 @@ int RunWeb(const WebFlags& flags, CommandContext& ctx) {
   int port = flags.port >= 0 ? flags.port : host->config().server.port;
 
   boost::asio::io_context ioc;
-  server::Api api({token, kVersion}, {.tools = host->tools(), .sessions = &host->sessions(), .events = &host->events()});
+  server::Api api({token, kVersion},
+                  {.tools = host->tools(), .sessions = &host->sessions(), .events = &host->events()});
   server::HttpServer::Options http_options{bind_host, static_cast<uint16_t>(port)};
   http_options.websocket = [&api](server::HttpRequest req, server::UpgradeRespond respond) {
     api.HandleUpgrade(std::move(req), std::move(respond));

@@ -40,14 +40,16 @@ HttpResponse MethodNotAllowed(const std::string& allowed) {
 
 HttpResponse Unauthorized() {
   HttpResponse r = HttpResponse::FromError(
-      Status("unauthorized", "missing or wrong token: send `Authorization: Bearer TOKEN` (the token is in "
-                             "<home>/auth-token unless the host was started with --token or $DSH_TOKEN)"));
+      Status("unauthorized",
+             "missing or wrong token: send `Authorization: Bearer TOKEN` (the token is in "
+             "<home>/auth-token unless the host was started with --token or $DSH_TOKEN)"));
   r.headers.emplace_back("WWW-Authenticate", "Bearer");
   return r;
 }
 
 HttpResponse Unavailable(std::string_view what) {
-  return HttpResponse::FromError(Status(codes::kUnavailable, std::string(what) + " is not available on this host"));
+  return HttpResponse::FromError(
+      Status(codes::kUnavailable, std::string(what) + " is not available on this host"));
 }
 
 // Splits on '/', keeping empty segments ("/a//b" has an empty one).
@@ -97,16 +99,17 @@ Status CheckQuery(const HttpRequest& req, std::initializer_list<std::string_view
 
 // The query parameter `name` as an integer in [min, max]; `fallback` when
 // absent.
-Result<int64_t> QueryInt(const HttpRequest& req, std::string_view name, int64_t fallback, int64_t min, int64_t max) {
+Result<int64_t> QueryInt(const HttpRequest& req, std::string_view name, int64_t fallback, int64_t min,
+                         int64_t max) {
   auto it = req.query.find(std::string(name));
   if (it == req.query.end()) return fallback;
   const std::string& text = it->second;
   int64_t value = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (text.empty() || ec != std::errc() || end != text.data() + text.size() || value < min || value > max) {
-    std::string range = max == kMaxSafeInteger ? "an integer >= " + std::to_string(min)
-                                               : "an integer from " + std::to_string(min) + " to " +
-                                                     std::to_string(max);
+    std::string range = max == kMaxSafeInteger
+                            ? "an integer >= " + std::to_string(min)
+                            : "an integer from " + std::to_string(min) + " to " + std::to_string(max);
     return InvalidArguments("`" + std::string(name) + "` must be " + range + " (got \"" + text + "\")");
   }
   return value;
@@ -170,11 +173,13 @@ void Api::Handle(HttpRequest req, Respond respond) const {
 void Api::HandleUpgrade(HttpRequest req, UpgradeRespond respond) const {
   auto params = MatchPath<PathParams>(kStreamPattern, req.path);
   if (!params) {
-    return respond(HttpResponse::FromError(NotFound("no WebSocket route for " + req.method + " " + req.path)));
+    return respond(
+        HttpResponse::FromError(NotFound("no WebSocket route for " + req.method + " " + req.path)));
   }
   if (!Authorized(req, true)) return respond(Unauthorized());
   if (req.method != "GET") return respond(MethodNotAllowed("GET"));
-  if (services_.sessions == nullptr || services_.events == nullptr) return respond(Unavailable("the event stream"));
+  if (services_.sessions == nullptr || services_.events == nullptr)
+    return respond(Unavailable("the event stream"));
   if (Status st = CheckQuery(req, {"after", "token"}); !st.ok()) return respond(HttpResponse::FromError(st));
   auto after = QueryInt(req, "after", 0, 0, kMaxSafeInteger);
   if (!after.ok()) return respond(HttpResponse::FromError(after.status()));
@@ -186,16 +191,16 @@ void Api::HandleUpgrade(HttpRequest req, UpgradeRespond respond) const {
     if (!header.ok()) return respond(HttpResponse::FromError(header.status()));
     if (after > header->last_seq) {
       return respond(HttpResponse::FromError(
-          InvalidArguments("`after` (" + std::to_string(after) + ") is beyond the last seq of session " + id + " (" +
-                           std::to_string(header->last_seq) + ")")));
+          InvalidArguments("`after` (" + std::to_string(after) + ") is beyond the last seq of session " + id +
+                           " (" + std::to_string(header->last_seq) + ")")));
     }
     respond(std::make_shared<EventStream>(store, hub, id, after, options));
   });
 }
 
 void Api::StreamWithoutUpgrade(const PathParams&, HttpRequest, Respond respond) const {
-  respond(HttpResponse::FromError(
-      Status("upgrade_required", "this route is a WebSocket: send `Connection: Upgrade` and `Upgrade: websocket`")));
+  respond(HttpResponse::FromError(Status(
+      "upgrade_required", "this route is a WebSocket: send `Connection: Upgrade` and `Upgrade: websocket`")));
 }
 
 void Api::ReadEvents(const PathParams& params, HttpRequest req, Respond respond) const {
@@ -209,17 +214,19 @@ void Api::ReadEvents(const PathParams& params, HttpRequest req, Respond respond)
   const std::string& id = params.at("id");
   // Events first, then the header: last_seq is then at least the seq of
   // every event returned.
-  store.ReadEventsAsync(id, *after, *limit, [&store, id, respond = std::move(respond)](
-                                                 Result<std::vector<session::Event>> events) mutable {
-    if (!events.ok()) return respond(HttpResponse::FromError(events.status()));
-    store.GetAsync(id, [events = std::move(events).value(), respond = std::move(respond)](
-                           Result<session::SessionHeader> header) {
-      if (!header.ok()) return respond(HttpResponse::FromError(header.status()));
-      Json list = Json::array();
-      for (const session::Event& e : events) list.push_back(session::EventToJson(e));
-      respond(HttpResponse::FromJson(200, Json{{"events", std::move(list)}, {"last_seq", header->last_seq}}));
-    });
-  });
+  store.ReadEventsAsync(
+      id, *after, *limit,
+      [&store, id, respond = std::move(respond)](Result<std::vector<session::Event>> events) mutable {
+        if (!events.ok()) return respond(HttpResponse::FromError(events.status()));
+        store.GetAsync(id, [events = std::move(events).value(),
+                            respond = std::move(respond)](Result<session::SessionHeader> header) {
+          if (!header.ok()) return respond(HttpResponse::FromError(header.status()));
+          Json list = Json::array();
+          for (const session::Event& e : events) list.push_back(session::EventToJson(e));
+          respond(
+              HttpResponse::FromJson(200, Json{{"events", std::move(list)}, {"last_seq", header->last_seq}}));
+        });
+      });
 }
 
 void Api::CallTool(const PathParams& params, HttpRequest req, Respond respond) const {
@@ -227,7 +234,8 @@ void Api::CallTool(const PathParams& params, HttpRequest req, Respond respond) c
   auto body = ParseJson(req.body.empty() ? std::string_view("{}") : std::string_view(req.body));
   if (!body.ok()) return respond(HttpResponse::FromError(body.status()));
   if (!body->is_object()) {
-    return respond(HttpResponse::FromError(Status(codes::kInvalidJson, "the request body must be a JSON object")));
+    return respond(
+        HttpResponse::FromError(Status(codes::kInvalidJson, "the request body must be a JSON object")));
   }
   agent::ToolContext ctx;
   Json args = Json::object();
@@ -243,8 +251,8 @@ void Api::CallTool(const PathParams& params, HttpRequest req, Respond respond) c
       }
       ctx.session_id = value.get<std::string>();
     } else {
-      return respond(HttpResponse::FromError(
-          InvalidArguments("unknown property `" + key + "` in the request body (expected args, session_id)")));
+      return respond(HttpResponse::FromError(InvalidArguments(
+          "unknown property `" + key + "` in the request body (expected args, session_id)")));
     }
   }
   services_.tools.Invoke(name, ctx, args, [respond = std::move(respond)](Result<Json> result) {

@@ -29,13 +29,12 @@ void EventStream::OnOpen(std::shared_ptr<WebSocketConnection> connection) {
   // Subscribe first, then read: every event commits either before the
   // backlog read starts (and is in it) or after the subscription (and is
   // published to it); duplicates are dropped by seq.
-  subscription_ = hub_.Subscribe(
-      session_id_, [weak = weak_from_this(), ex = connection_->executor()](const std::string&,
-                                                                          const std::vector<Event>& events) {
-        net::post(ex, [weak, events] {
-          if (auto self = weak.lock()) self->OnLive(events);
-        });
-      });
+  subscription_ = hub_.Subscribe(session_id_, [weak = weak_from_this(), ex = connection_->executor()](
+                                                  const std::string&, const std::vector<Event>& events) {
+    net::post(ex, [weak, events] {
+      if (auto self = weak.lock()) self->OnLive(events);
+    });
+  });
   Pump();
 }
 
@@ -117,7 +116,8 @@ void EventStream::OnStoreRead(int64_t asked, Result<std::vector<Event>> read) {
   } else if (read->empty()) {
     // The hub announced events the store does not have: reading again
     // would spin.
-    return Fail(Internal("events up to seq " + std::to_string(known_seq_) + " were published but are not stored"));
+    return Fail(
+        Internal("events up to seq " + std::to_string(known_seq_) + " were published but are not stored"));
   }
   Pump();
 }

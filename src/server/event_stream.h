@@ -66,11 +66,11 @@ class EventStream final : public WebSocketSession, public std::enable_shared_fro
   std::shared_ptr<WebSocketConnection> connection_;  // OnOpen..OnClose
   std::unique_ptr<session::EventHub::Subscription> subscription_;
   int64_t last_sent_seq_;
-  int64_t known_seq_ = 0;                // the highest seq known to exist
-  std::deque<session::Event> live_;      // from the hub, ascending, not yet sent
-  bool backlog_done_ = false;            // `ready` was sent
-  bool reading_ = false;                 // a store read is in flight
-  bool waiting_drain_ = false;           // a store read waits for the outgoing queue
+  int64_t known_seq_ = 0;            // the highest seq known to exist
+  std::deque<session::Event> live_;  // from the hub, ascending, not yet sent
+  bool backlog_done_ = false;        // `ready` was sent
+  bool reading_ = false;             // a store read is in flight
+  bool waiting_drain_ = false;       // a store read waits for the outgoing queue
 };
 
 }  // namespace dsh::server

@@ -41,7 +41,9 @@ class SessionRoutesTest : public ::testing::Test {
     api_ = std::make_unique<Api>(Api::Options{"secret", "9.9.9", stream},
                                  Api::Services{.tools = tools_, .sessions = store_.get(), .events = &hub_});
     HttpServer::Options options;
-    options.websocket = [this](HttpRequest req, UpgradeRespond r) { api_->HandleUpgrade(std::move(req), std::move(r)); };
+    options.websocket = [this](HttpRequest req, UpgradeRespond r) {
+      api_->HandleUpgrade(std::move(req), std::move(r));
+    };
     options.websocket_limits = limits;
     server_ = std::make_unique<HttpServer>(
         ioc_, options, [this](HttpRequest req, Respond r) { api_->Handle(std::move(req), std::move(r)); });
@@ -93,8 +95,8 @@ class SessionRoutesTest : public ::testing::Test {
     return out;
   }
 
-  std::unique_ptr<WsClient> Stream(const std::string& query, WsClient::Headers headers = {{"Authorization",
-                                                                                            "Bearer secret"}}) {
+  std::unique_ptr<WsClient> Stream(const std::string& query,
+                                   WsClient::Headers headers = {{"Authorization", "Bearer secret"}}) {
     auto c = WsClient::Connect(port_, "/api/sessions/s1/stream" + query, headers);
     EXPECT_TRUE(c.ok()) << c.status().ToString();
     return c.ok() ? std::move(c).value() : nullptr;
@@ -213,8 +215,8 @@ TEST_F(SessionRoutesTest, EventsOfAnUnknownSessionAre404AndNeedTheToken) {
   EXPECT_EQ(Get("/api/sessions/s1/events", "").status, 401);
   // ?token= is for the WebSocket route only.
   EXPECT_EQ(Get("/api/sessions/s1/events?token=secret", "").status, 401);
-  auto post = HttpRequestSync("POST", "http://127.0.0.1:" + std::to_string(port_) + "/api/sessions/s1/events", "",
-                              {{"Authorization", "Bearer secret"}});
+  auto post = HttpRequestSync("POST", "http://127.0.0.1:" + std::to_string(port_) + "/api/sessions/s1/events",
+                              "", {{"Authorization", "Bearer secret"}});
   EXPECT_EQ(post->status, 405);
 }
 

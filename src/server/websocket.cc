@@ -56,7 +56,8 @@ void WebSocketConnection::OnAccept(beast::error_code ec) {
 }
 
 void WebSocketConnection::Read() {
-  ws_.async_read(read_buffer_, [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
+  ws_.async_read(read_buffer_,
+                 [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
 }
 
 void WebSocketConnection::OnRead(beast::error_code ec) {
@@ -72,10 +73,11 @@ void WebSocketConnection::OnRead(beast::error_code ec) {
 bool WebSocketConnection::Send(std::string text) {
   assert(RunningOnStrand());
   if (state_ != State::kOpen) return false;
-  if (queue_.size() + 1 > limits_.max_queued_messages || queued_bytes_ + text.size() > limits_.max_queued_bytes) {
+  if (queue_.size() + 1 > limits_.max_queued_messages ||
+      queued_bytes_ + text.size() > limits_.max_queued_bytes) {
     Close(WebSocketCloseCode::kPolicyViolation,
-          "the client fell too far behind (over " + std::to_string(limits_.max_queued_messages) + " messages or " +
-              std::to_string(limits_.max_queued_bytes) + " bytes waiting)");
+          "the client fell too far behind (over " + std::to_string(limits_.max_queued_messages) +
+              " messages or " + std::to_string(limits_.max_queued_bytes) + " bytes waiting)");
     return false;
   }
   queued_bytes_ += text.size();

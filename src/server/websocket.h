@@ -85,8 +85,8 @@ class WebSocketConnection : public std::enable_shared_from_this<WebSocketConnect
   size_t queued_bytes_ = 0;
   bool writing_ = false;
   State state_ = State::kHandshake;
-  bool opened_ = false;          // OnOpen was called
-  bool close_sent_ = false;      // async_close started
+  bool opened_ = false;      // OnOpen was called
+  bool close_sent_ = false;  // async_close started
   boost::beast::websocket::close_reason close_reason_;
 };
 

@@ -12,7 +12,8 @@ namespace beast = boost::beast;
 namespace websocket = beast::websocket;
 
 Result<std::unique_ptr<WsClient>> WsClient::Connect(uint16_t port, const std::string& target,
-                                                    const Headers& headers, std::chrono::milliseconds timeout) {
+                                                    const Headers& headers,
+                                                    std::chrono::milliseconds timeout) {
   std::unique_ptr<WsClient> c(new WsClient());
   net::ip::tcp::endpoint endpoint(net::ip::make_address("127.0.0.1"), port);
   bool done = false;
@@ -22,7 +23,8 @@ Result<std::unique_ptr<WsClient>> WsClient::Connect(uint16_t port, const std::st
     done = true;
   });
   if (!c->RunUntil(done, timeout) || result) {
-    return Status(codes::kUnavailable, "cannot connect to port " + std::to_string(port) + ": " + result.message());
+    return Status(codes::kUnavailable,
+                  "cannot connect to port " + std::to_string(port) + ": " + result.message());
   }
   c->ws_.set_option(websocket::stream_base::decorator([headers](websocket::request_type& req) {
     for (const auto& [k, v] : headers) req.set(k, v);
@@ -73,8 +75,8 @@ Result<std::string> WsClient::Read(std::chrono::milliseconds timeout) {
   });
   if (!RunUntil(done, timeout)) return Status("timeout", "no message within the timeout");
   if (result == websocket::error::closed) {
-    return Status("closed", "the server closed the connection: " + std::to_string(close_code()) + " " +
-                                close_reason());
+    return Status("closed",
+                  "the server closed the connection: " + std::to_string(close_code()) + " " + close_reason());
   }
   if (result) return Status(codes::kUnavailable, "read failed: " + result.message());
   return beast::buffers_to_string(buffer_.data());

@@ -29,9 +29,9 @@ class WsClient {
   // A refused upgrade fails with the error code of the server's JSON body
   // (e.g. `unauthorized`) and a message starting "HTTP <status>: ".
   // Other failures: `unavailable`.
-  static Result<std::unique_ptr<WsClient>> Connect(uint16_t port, const std::string& target,
-                                                   const Headers& headers = {},
-                                                   std::chrono::milliseconds timeout = std::chrono::seconds(30));
+  static Result<std::unique_ptr<WsClient>> Connect(
+      uint16_t port, const std::string& target, const Headers& headers = {},
+      std::chrono::milliseconds timeout = std::chrono::seconds(30));
   ~WsClient();
 
   // The next message. Errors: `closed` when the server closed the

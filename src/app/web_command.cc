@@ -59,11 +59,15 @@ int RunWeb(const WebFlags& flags, CommandContext& ctx) {
   int port = flags.port >= 0 ? flags.port : host->config().server.port;
 
   boost::asio::io_context ioc;
-  server::Api api({token, kVersion}, host->tools());
-  server::HttpServer http(ioc, {bind_host, static_cast<uint16_t>(port)},
-                          [&api](server::HttpRequest req, server::Respond respond) {
-                            api.Handle(std::move(req), std::move(respond));
-                          });
+  server::Api api({token, kVersion},
+                  {.tools = host->tools(), .sessions = &host->sessions(), .events = &host->events()});
+  server::HttpServer::Options http_options{bind_host, static_cast<uint16_t>(port)};
+  http_options.websocket = [&api](server::HttpRequest req, server::UpgradeRespond respond) {
+    api.HandleUpgrade(std::move(req), std::move(respond));
+  };
+  server::HttpServer http(ioc, std::move(http_options), [&api](server::HttpRequest req, server::Respond respond) {
+    api.Handle(std::move(req), std::move(respond));
+  });
   auto bound = http.Listen();
   if (!bound.ok()) return Fail(ctx, bound.status());
 

@@ -1,9 +1,13 @@
 #include "server/api.h"
 
+#include <charconv>
+#include <initializer_list>
+#include <optional>
+
+#include "base/schema.h"
+
 namespace dsh::server {
 namespace {
-
-constexpr std::string_view kToolsPrefix = "/api/tools/";
 
 // Compares in time independent of where the strings differ.
 bool ConstantTimeEquals(std::string_view a, std::string_view b) {
@@ -34,9 +38,105 @@ HttpResponse MethodNotAllowed(const std::string& allowed) {
   return r;
 }
 
+HttpResponse Unauthorized() {
+  HttpResponse r = HttpResponse::FromError(
+      Status("unauthorized",
+             "missing or wrong token: send `Authorization: Bearer TOKEN` (the token is in "
+             "<home>/auth-token unless the host was started with --token or $DSH_TOKEN)"));
+  r.headers.emplace_back("WWW-Authenticate", "Bearer");
+  return r;
+}
+
+HttpResponse Unavailable(std::string_view what) {
+  return HttpResponse::FromError(
+      Status(codes::kUnavailable, std::string(what) + " is not available on this host"));
+}
+
+// Splits on '/', keeping empty segments ("/a//b" has an empty one).
+std::vector<std::string_view> Segments(std::string_view path) {
+  std::vector<std::string_view> out;
+  size_t pos = 0;
+  while (true) {
+    size_t slash = path.find('/', pos);
+    out.push_back(path.substr(pos, slash == std::string_view::npos ? std::string_view::npos : slash - pos));
+    if (slash == std::string_view::npos) return out;
+    pos = slash + 1;
+  }
+}
+
+// Matches `path` against a pattern such as "/api/sessions/{id}/events",
+// where `{x}` stands for one non-empty segment.
+template <typename Params>
+std::optional<Params> MatchPath(std::string_view pattern, std::string_view path) {
+  std::vector<std::string_view> want = Segments(pattern), got = Segments(path);
+  if (want.size() != got.size()) return std::nullopt;
+  Params params;
+  for (size_t i = 0; i < want.size(); ++i) {
+    std::string_view w = want[i];
+    if (w.size() > 2 && w.front() == '{' && w.back() == '}') {
+      if (got[i].empty()) return std::nullopt;
+      params.emplace(std::string(w.substr(1, w.size() - 2)), std::string(got[i]));
+    } else if (w != got[i]) {
+      return std::nullopt;
+    }
+  }
+  return params;
+}
+
+// Refuses query parameters a route does not know, naming the first one.
+Status CheckQuery(const HttpRequest& req, std::initializer_list<std::string_view> known) {
+  for (const auto& [name, value] : req.query) {
+    bool ok = false;
+    for (std::string_view k : known) ok = ok || name == k;
+    if (!ok) {
+      std::string list;
+      for (std::string_view k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+      return InvalidArguments("unknown query parameter `" + name + "` (expected " + list + ")");
+    }
+  }
+  return Status::Ok();
+}
+
+// The query parameter `name` as an integer in [min, max]; `fallback` when
+// absent.
+Result<int64_t> QueryInt(const HttpRequest& req, std::string_view name, int64_t fallback, int64_t min,
+                         int64_t max) {
+  auto it = req.query.find(std::string(name));
+  if (it == req.query.end()) return fallback;
+  const std::string& text = it->second;
+  int64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || value < min || value > max) {
+    std::string range = max == kMaxSafeInteger
+                            ? "an integer >= " + std::to_string(min)
+                            : "an integer from " + std::to_string(min) + " to " + std::to_string(max);
+    return InvalidArguments("`" + std::string(name) + "` must be " + range + " (got \"" + text + "\")");
+  }
+  return value;
+}
+
+constexpr int64_t kDefaultEventsLimit = 200;
+constexpr int64_t kMaxEventsLimit = 1000;
+constexpr std::string_view kStreamPattern = "/api/sessions/{id}/stream";
+
 }  // namespace
 
-bool Api::Authorized(const HttpRequest& req) const {
+const std::vector<Api::Route>& Api::Routes() {
+  // To add a route: a line here and a member function. Paths under
+  // /api/sessions/{id}/ name the session as `id`.
+  static const std::vector<Route> kRoutes = {
+      {"POST", "/api/tools/{name}", &Api::CallTool},
+      {"GET", "/api/sessions/{id}/events", &Api::ReadEvents},
+      {"GET", kStreamPattern, &Api::StreamWithoutUpgrade},
+  };
+  return kRoutes;
+}
+
+bool Api::Authorized(const HttpRequest& req, bool allow_query_token) const {
+  if (allow_query_token) {
+    auto it = req.query.find("token");
+    if (it != req.query.end()) return !it->second.empty() && ConstantTimeEquals(it->second, options_.token);
+  }
   if (const std::string* auth = req.Header("authorization")) {
     constexpr std::string_view kBearer = "Bearer ";
     if (auth->size() > kBearer.size() && std::string_view(*auth).substr(0, kBearer.size()) == kBearer) {
@@ -57,27 +157,85 @@ void Api::Handle(HttpRequest req, Respond respond) const {
     return respond(HttpResponse::FromJson(200, Json{{"status", "ok"}, {"version", options_.version}}));
   }
   if (req.path.rfind("/api/", 0) == 0) {
-    if (!Authorized(req)) {
-      HttpResponse r = HttpResponse::FromError(
-          Status("unauthorized", "missing or wrong token: send `Authorization: Bearer TOKEN` (the token is in "
-                                 "<home>/auth-token unless the host was started with --token or $DSH_TOKEN)"));
-      r.headers.emplace_back("WWW-Authenticate", "Bearer");
-      return respond(std::move(r));
+    if (!Authorized(req, false)) return respond(Unauthorized());
+    std::string allowed;
+    for (const Route& route : Routes()) {
+      auto params = MatchPath<PathParams>(route.pattern, req.path);
+      if (!params) continue;
+      if (req.method == route.method) return (this->*route.fn)(*params, std::move(req), std::move(respond));
+      allowed += (allowed.empty() ? "" : ", ") + std::string(route.method);
     }
-    if (req.path.rfind(kToolsPrefix, 0) == 0 && req.path.size() > kToolsPrefix.size()) {
-      std::string name = req.path.substr(kToolsPrefix.size());
-      if (req.method != "POST") return respond(MethodNotAllowed("POST"));
-      return CallTool(name, req, std::move(respond));
-    }
+    if (!allowed.empty()) return respond(MethodNotAllowed(allowed));
   }
   respond(HttpResponse::FromError(NotFound("no route for " + req.method + " " + req.path)));
 }
 
-void Api::CallTool(const std::string& name, const HttpRequest& req, Respond respond) const {
+void Api::HandleUpgrade(HttpRequest req, UpgradeRespond respond) const {
+  auto params = MatchPath<PathParams>(kStreamPattern, req.path);
+  if (!params) {
+    return respond(
+        HttpResponse::FromError(NotFound("no WebSocket route for " + req.method + " " + req.path)));
+  }
+  if (!Authorized(req, true)) return respond(Unauthorized());
+  if (req.method != "GET") return respond(MethodNotAllowed("GET"));
+  if (services_.sessions == nullptr || services_.events == nullptr)
+    return respond(Unavailable("the event stream"));
+  if (Status st = CheckQuery(req, {"after", "token"}); !st.ok()) return respond(HttpResponse::FromError(st));
+  auto after = QueryInt(req, "after", 0, 0, kMaxSafeInteger);
+  if (!after.ok()) return respond(HttpResponse::FromError(after.status()));
+  std::string id = params->at("id");
+  session::SessionStore& store = *services_.sessions;
+  session::EventHub& hub = *services_.events;
+  store.GetAsync(id, [&store, &hub, id, after = *after, options = options_.stream,
+                      respond = std::move(respond)](Result<session::SessionHeader> header) {
+    if (!header.ok()) return respond(HttpResponse::FromError(header.status()));
+    if (after > header->last_seq) {
+      return respond(HttpResponse::FromError(
+          InvalidArguments("`after` (" + std::to_string(after) + ") is beyond the last seq of session " + id +
+                           " (" + std::to_string(header->last_seq) + ")")));
+    }
+    respond(std::make_shared<EventStream>(store, hub, id, after, options));
+  });
+}
+
+void Api::StreamWithoutUpgrade(const PathParams&, HttpRequest, Respond respond) const {
+  respond(HttpResponse::FromError(Status(
+      "upgrade_required", "this route is a WebSocket: send `Connection: Upgrade` and `Upgrade: websocket`")));
+}
+
+void Api::ReadEvents(const PathParams& params, HttpRequest req, Respond respond) const {
+  if (services_.sessions == nullptr) return respond(Unavailable("the session store"));
+  if (Status st = CheckQuery(req, {"after", "limit"}); !st.ok()) return respond(HttpResponse::FromError(st));
+  auto after = QueryInt(req, "after", 0, 0, kMaxSafeInteger);
+  if (!after.ok()) return respond(HttpResponse::FromError(after.status()));
+  auto limit = QueryInt(req, "limit", kDefaultEventsLimit, 1, kMaxEventsLimit);
+  if (!limit.ok()) return respond(HttpResponse::FromError(limit.status()));
+  session::SessionStore& store = *services_.sessions;
+  const std::string& id = params.at("id");
+  // Events first, then the header: last_seq is then at least the seq of
+  // every event returned.
+  store.ReadEventsAsync(
+      id, *after, *limit,
+      [&store, id, respond = std::move(respond)](Result<std::vector<session::Event>> events) mutable {
+        if (!events.ok()) return respond(HttpResponse::FromError(events.status()));
+        store.GetAsync(id, [events = std::move(events).value(),
+                            respond = std::move(respond)](Result<session::SessionHeader> header) {
+          if (!header.ok()) return respond(HttpResponse::FromError(header.status()));
+          Json list = Json::array();
+          for (const session::Event& e : events) list.push_back(session::EventToJson(e));
+          respond(
+              HttpResponse::FromJson(200, Json{{"events", std::move(list)}, {"last_seq", header->last_seq}}));
+        });
+      });
+}
+
+void Api::CallTool(const PathParams& params, HttpRequest req, Respond respond) const {
+  const std::string& name = params.at("name");
   auto body = ParseJson(req.body.empty() ? std::string_view("{}") : std::string_view(req.body));
   if (!body.ok()) return respond(HttpResponse::FromError(body.status()));
   if (!body->is_object()) {
-    return respond(HttpResponse::FromError(Status(codes::kInvalidJson, "the request body must be a JSON object")));
+    return respond(
+        HttpResponse::FromError(Status(codes::kInvalidJson, "the request body must be a JSON object")));
   }
   agent::ToolContext ctx;
   Json args = Json::object();
@@ -93,11 +251,11 @@ void Api::CallTool(const std::string& name, const HttpRequest& req, Respond resp
       }
       ctx.session_id = value.get<std::string>();
     } else {
-      return respond(HttpResponse::FromError(
-          InvalidArguments("unknown property `" + key + "` in the request body (expected args, session_id)")));
+      return respond(HttpResponse::FromError(InvalidArguments(
+          "unknown property `" + key + "` in the request body (expected args, session_id)")));
     }
   }
-  tools_.Invoke(name, ctx, args, [respond = std::move(respond)](Result<Json> result) {
+  services_.tools.Invoke(name, ctx, args, [respond = std::move(respond)](Result<Json> result) {
     if (!result.ok()) return respond(HttpResponse::FromError(result.status()));
     respond(HttpResponse::FromJson(200, Json{{"result", std::move(result).value()}}));
   });

@@ -1,32 +1,69 @@
 #pragma once
 
+#include <map>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "agent/tool_registry.h"
+#include "server/event_stream.h"
 #include "server/http_types.h"
+#include "session/event_hub.h"
+#include "session/session_store.h"
 
 namespace dsh::server {
 
 // The JSON API of docs/API.md over the host's services: token auth for
-// /api/*, /healthz, and POST /api/tools/{name}. Thread-safe; Handle may be
-// called concurrently and responds once, possibly from another thread.
+// /api/*, /healthz, the routes of kRoutes (api.cc) and the event stream
+// WebSocket. Thread-safe; Handle and HandleUpgrade may be called
+// concurrently and respond once, possibly from another thread.
 class Api {
  public:
   struct Options {
     std::string token;    // required for every /api/* request
     std::string version;  // reported by /healthz
+    EventStream::Options stream;
   };
 
-  Api(Options options, const agent::ToolRegistry& tools) : options_(std::move(options)), tools_(tools) {}
+  // What the routes work on; borrowed, must outlive the Api and every
+  // connection it accepted. A route whose service is null answers 503
+  // `unavailable`.
+  struct Services {
+    const agent::ToolRegistry& tools;
+    session::SessionStore* sessions = nullptr;
+    session::EventHub* events = nullptr;
+  };
 
+  Api(Options options, Services services) : options_(std::move(options)), services_(services) {}
+
+  // An HTTP request (HttpServer's HttpHandler).
   void Handle(HttpRequest req, Respond respond) const;
+  // A WebSocket upgrade request (HttpServer's WebSocketHandler): accepts
+  // `GET /api/sessions/{id}/stream` with an EventStream, refuses anything
+  // else with an error response.
+  void HandleUpgrade(HttpRequest req, UpgradeRespond respond) const;
 
  private:
-  bool Authorized(const HttpRequest& req) const;
-  void CallTool(const std::string& name, const HttpRequest& req, Respond respond) const;
+  // A matched route's `{name}` path segments.
+  using PathParams = std::map<std::string, std::string, std::less<>>;
+  using RouteFn = void (Api::*)(const PathParams&, HttpRequest, Respond) const;
+  struct Route {
+    std::string_view method;
+    std::string_view pattern;  // "/api/sessions/{id}/events": `{x}` matches one non-empty segment
+    RouteFn fn;
+  };
+  static const std::vector<Route>& Routes();
+
+  // `allow_query_token`: also accept `?token=` (WebSocket upgrades, where
+  // browsers cannot set headers).
+  bool Authorized(const HttpRequest& req, bool allow_query_token) const;
+
+  void CallTool(const PathParams& params, HttpRequest req, Respond respond) const;
+  void ReadEvents(const PathParams& params, HttpRequest req, Respond respond) const;
+  void StreamWithoutUpgrade(const PathParams& params, HttpRequest req, Respond respond) const;
 
   Options options_;
-  const agent::ToolRegistry& tools_;
+  Services services_;
 };
 
 }  // namespace dsh::server

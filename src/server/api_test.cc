@@ -54,7 +54,7 @@ class ApiTest : public ::testing::Test {
     auto slow = std::make_unique<SlowTool>();
     slow_ = slow.get();
     ASSERT_TRUE(tools_.Register(std::move(slow)).ok());
-    api_ = std::make_unique<Api>(Api::Options{"secret", "9.9.9"}, tools_);
+    api_ = std::make_unique<Api>(Api::Options{"secret", "9.9.9"}, Api::Services{tools_});
     server_ = std::make_unique<HttpServer>(ioc_, HttpServer::Options{},
                                            [this](HttpRequest req, Respond r) { api_->Handle(std::move(req), std::move(r)); });
     auto port = server_->Listen();

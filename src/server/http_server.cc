@@ -5,9 +5,15 @@
 #include <boost/asio/post.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/websocket/rfc6455.hpp>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
+#include <mutex>
 #include <optional>
+#include <vector>
+
+#include "server/websocket.h"
 
 namespace dsh::server {
 
@@ -64,21 +70,39 @@ void SplitTarget(std::string_view target, HttpRequest& req) {
 
 }  // namespace
 
+struct HttpServer::Shared {
+  Shared(HttpHandler h, const Options& options)
+      : handler(std::move(h)),
+        websocket(options.websocket),
+        websocket_limits(options.websocket_limits),
+        max_body(options.max_body) {}
+
+  const HttpHandler handler;
+  const WebSocketHandler websocket;
+  const WebSocketLimits websocket_limits;
+  const size_t max_body;
+  // Set before `mu` is taken in Stop(), read under `mu` when registering, so
+  // a connection either is registered before Stop() looks or sees the flag.
+  std::atomic<bool> stopping{false};
+  std::mutex mu;
+  std::vector<std::weak_ptr<Connection>> connections;           // GUARDED_BY(mu)
+  std::vector<std::weak_ptr<WebSocketConnection>> websockets;  // GUARDED_BY(mu)
+};
+
 class HttpServer::Connection : public std::enable_shared_from_this<HttpServer::Connection> {
  public:
-  Connection(tcp::socket socket, size_t max_body, std::shared_ptr<const HttpHandler> handler,
-             std::shared_ptr<std::atomic<bool>> stopping)
-      : stream_(std::move(socket)), max_body_(max_body), handler_(std::move(handler)), stopping_(std::move(stopping)) {}
+  Connection(tcp::socket socket, std::shared_ptr<Shared> shared)
+      : stream_(std::move(socket)), executor_(stream_.get_executor()), shared_(std::move(shared)) {}
 
   void Start() {
-    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->Read(); });
+    net::dispatch(executor_, [self = shared_from_this()] { self->Read(); });
   }
 
   // Closes the connection if it is waiting for a request; one in flight
   // closes after its response.
   void CloseIfIdle() {
-    net::post(stream_.get_executor(), [self = shared_from_this()] {
-      if (!self->in_flight_) {
+    net::post(executor_, [self = shared_from_this()] {
+      if (!self->in_flight_ && !self->upgraded_) {
         beast::error_code ec;
         self->stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
         self->stream_.close();
@@ -88,9 +112,9 @@ class HttpServer::Connection : public std::enable_shared_from_this<HttpServer::C
 
  private:
   void Read() {
-    if (stopping_->load()) return Close();
+    if (shared_->stopping.load()) return Close();
     parser_.emplace();
-    parser_->body_limit(max_body_);
+    parser_->body_limit(shared_->max_body);
     parser_->header_limit(64 * 1024);
     stream_.expires_after(kIdleTimeout);
     http::async_read(stream_, buffer_, *parser_,
@@ -102,7 +126,8 @@ class HttpServer::Connection : public std::enable_shared_from_this<HttpServer::C
       keep_alive_ = false;
       drain_after_write_ = true;
       return Write(HttpResponse::FromError(
-          Status("payload_too_large", "the request body is larger than " + std::to_string(max_body_) + " bytes")));
+          Status("payload_too_large", "the request body is larger than " + std::to_string(shared_->max_body) +
+                                          " bytes")));
     }
     if (ec) return Close();  // end of stream, timeout, reset, malformed request
     auto& msg = parser_->get();
@@ -117,13 +142,51 @@ class HttpServer::Connection : public std::enable_shared_from_this<HttpServer::C
     req.body = std::move(msg.body());
     keep_alive_ = msg.keep_alive();
     in_flight_ = true;
-    auto guard = std::make_shared<net::executor_work_guard<net::any_io_executor>>(stream_.get_executor());
+    auto guard = std::make_shared<net::executor_work_guard<net::any_io_executor>>(executor_);
     auto responded = std::make_shared<std::atomic<bool>>(false);
-    (*handler_)(std::move(req), [self = shared_from_this(), guard, responded](HttpResponse res) {
+    if (shared_->websocket && beast::websocket::is_upgrade(msg)) {
+      upgrade_request_.emplace(parser_->release());
+      return shared_->websocket(std::move(req), [self = shared_from_this(), guard, responded](UpgradeDecision d) {
+        if (responded->exchange(true)) return;
+        net::post(self->executor_, [self, d = std::move(d)]() mutable { self->OnUpgradeDecided(std::move(d)); });
+        guard->reset();
+      });
+    }
+    shared_->handler(std::move(req), [self = shared_from_this(), guard, responded](HttpResponse res) {
       if (responded->exchange(true)) return;  // a handler must respond once; ignore extras
-      net::post(self->stream_.get_executor(), [self, res = std::move(res)]() mutable { self->Write(std::move(res)); });
+      net::post(self->executor_, [self, res = std::move(res)]() mutable { self->Write(std::move(res)); });
       guard->reset();  // the posted write now keeps the io_context busy; a tool may keep `done` alive
     });
+  }
+
+  // Hands the TCP stream to a WebSocketConnection, or refuses the upgrade
+  // with the handler's response and closes.
+  void OnUpgradeDecided(UpgradeDecision decision) {
+    if (auto* refused = std::get_if<HttpResponse>(&decision)) {
+      keep_alive_ = false;
+      return Write(std::move(*refused));
+    }
+    auto session = std::get<std::shared_ptr<WebSocketSession>>(std::move(decision));
+    if (!session) {
+      keep_alive_ = false;
+      return Write(HttpResponse::FromError(Status(codes::kInternal, "the upgrade handler accepted without a session")));
+    }
+    std::shared_ptr<WebSocketConnection> ws;
+    {
+      std::lock_guard lock(shared_->mu);
+      if (!shared_->stopping.load()) {
+        ws = std::make_shared<WebSocketConnection>(std::move(stream_), shared_->websocket_limits, std::move(session));
+        std::erase_if(shared_->websockets, [](const auto& w) { return w.expired(); });
+        shared_->websockets.push_back(ws);
+      }
+    }
+    if (!ws) {
+      keep_alive_ = false;
+      return Write(HttpResponse::FromError(Status("shutting_down", "the host is stopping")));
+    }
+    upgraded_ = true;  // stream_ is moved from: never touch it again
+    in_flight_ = false;
+    ws->Accept(std::move(*upgrade_request_));
   }
 
   void Write(HttpResponse r) {
@@ -135,7 +198,7 @@ class HttpServer::Connection : public std::enable_shared_from_this<HttpServer::C
     res->set(http::field::cache_control, "no-store");
     for (auto& [k, v] : r.headers) res->set(k, v);
     res->body() = std::move(r.body);
-    bool keep = keep_alive_ && !stopping_->load();
+    bool keep = keep_alive_ && !shared_->stopping.load();
     res->keep_alive(keep);
     res->prepare_payload();
     stream_.expires_after(kIdleTimeout);
@@ -172,13 +235,14 @@ class HttpServer::Connection : public std::enable_shared_from_this<HttpServer::C
   }
 
   beast::tcp_stream stream_;
+  net::any_io_executor executor_;  // the connection's strand
+  std::shared_ptr<Shared> shared_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
-  size_t max_body_;
-  std::shared_ptr<const HttpHandler> handler_;
-  std::shared_ptr<std::atomic<bool>> stopping_;
+  std::optional<http::request<http::string_body>> upgrade_request_;
   bool keep_alive_ = true;
   bool in_flight_ = false;
+  bool upgraded_ = false;
   bool drain_after_write_ = false;
   std::vector<char> discard_;
   size_t drained_ = 0;
@@ -188,9 +252,8 @@ class HttpServer::Connection : public std::enable_shared_from_this<HttpServer::C
 HttpServer::HttpServer(net::io_context& ioc, Options options, HttpHandler handler)
     : ioc_(ioc),
       options_(std::move(options)),
-      handler_(std::move(handler)),
       acceptor_(net::make_strand(ioc)),
-      stopping_(std::make_shared<std::atomic<bool>>(false)) {}
+      shared_(std::make_shared<Shared>(std::move(handler), options_)) {}
 
 HttpServer::~HttpServer() = default;
 
@@ -214,14 +277,13 @@ Result<uint16_t> HttpServer::Listen() {
 
 void HttpServer::Accept() {
   acceptor_.async_accept(net::make_strand(ioc_), [this](beast::error_code ec, tcp::socket socket) {
-    if (ec == net::error::operation_aborted || stopping_->load()) return;
+    if (ec == net::error::operation_aborted || shared_->stopping.load()) return;
     if (!ec) {
-      auto handler = std::make_shared<const HttpHandler>(handler_);
-      auto conn = std::make_shared<Connection>(std::move(socket), options_.max_body, std::move(handler), stopping_);
+      auto conn = std::make_shared<Connection>(std::move(socket), shared_);
       {
-        std::lock_guard lock(mu_);
-        std::erase_if(connections_, [](const auto& w) { return w.expired(); });
-        connections_.push_back(conn);
+        std::lock_guard lock(shared_->mu);
+        std::erase_if(shared_->connections, [](const auto& w) { return w.expired(); });
+        shared_->connections.push_back(conn);
       }
       conn->Start();
     } else {
@@ -232,20 +294,28 @@ void HttpServer::Accept() {
 }
 
 void HttpServer::Stop() {
-  if (stopping_->exchange(true)) return;
+  if (shared_->stopping.exchange(true)) return;
   net::post(acceptor_.get_executor(), [this] {
     beast::error_code ec;
     acceptor_.close(ec);
   });
   std::vector<std::shared_ptr<Connection>> live;
+  std::vector<std::shared_ptr<WebSocketConnection>> websockets;
   {
-    std::lock_guard lock(mu_);
-    for (auto& w : connections_) {
+    std::lock_guard lock(shared_->mu);
+    for (auto& w : shared_->connections) {
       if (auto c = w.lock()) live.push_back(std::move(c));
     }
-    connections_.clear();
+    for (auto& w : shared_->websockets) {
+      if (auto ws = w.lock()) websockets.push_back(std::move(ws));
+    }
+    shared_->connections.clear();
+    shared_->websockets.clear();
   }
   for (auto& c : live) c->CloseIfIdle();
+  for (auto& ws : websockets) {
+    net::post(ws->executor(), [ws] { ws->Close(WebSocketCloseCode::kGoingAway, "the host is stopping"); });
+  }
 }
 
 }  // namespace dsh::server

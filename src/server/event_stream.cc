@@ -1,0 +1,135 @@
+#include "server/event_stream.h"
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/post.hpp>
+
+#include <algorithm>
+#include <cassert>
+
+#include "base/json.h"
+#include "server/websocket.h"
+
+namespace dsh::server {
+
+namespace net = boost::asio;
+using session::Event;
+
+EventStream::EventStream(session::SessionStore& store, session::EventHub& hub, std::string session_id,
+                         int64_t after_seq, Options options)
+    : store_(store),
+      hub_(hub),
+      session_id_(std::move(session_id)),
+      options_(options),
+      last_sent_seq_(after_seq),
+      known_seq_(after_seq) {}
+
+void EventStream::OnOpen(std::shared_ptr<WebSocketConnection> connection) {
+  connection_ = std::move(connection);
+  assert(connection_->RunningOnStrand());
+  // Subscribe first, then read: every event commits either before the
+  // backlog read starts (and is in it) or after the subscription (and is
+  // published to it); duplicates are dropped by seq.
+  subscription_ = hub_.Subscribe(session_id_, [weak = weak_from_this(), ex = connection_->executor()](
+                                                  const std::string&, const std::vector<Event>& events) {
+    net::post(ex, [weak, events] {
+      if (auto self = weak.lock()) self->OnLive(events);
+    });
+  });
+  Pump();
+}
+
+void EventStream::OnDrained() {
+  if (!waiting_drain_) return;
+  waiting_drain_ = false;
+  Pump();
+}
+
+void EventStream::OnClose() {
+  subscription_.reset();  // the listener will not run again
+  connection_.reset();
+  live_.clear();
+}
+
+void EventStream::OnLive(const std::vector<Event>& events) {
+  if (!connection_) return;
+  assert(connection_->RunningOnStrand());
+  for (const Event& e : events) {
+    known_seq_ = std::max(known_seq_, e.seq);
+    if (e.seq > last_sent_seq_) live_.push_back(e);
+  }
+  // Too many waiting behind a store read: forget them; known_seq_ remembers
+  // how far to read.
+  if (live_.size() > options_.max_buffered_live) live_.clear();
+  Pump();
+}
+
+void EventStream::Pump() {
+  if (!connection_ || connection_->closing() || reading_ || waiting_drain_) return;
+  if (backlog_done_) {
+    while (!live_.empty()) {
+      const Event& e = live_.front();
+      if (e.seq > last_sent_seq_ + 1) break;  // a gap: read it first
+      if (e.seq == last_sent_seq_ + 1 && !SendEvent(e)) return;
+      live_.pop_front();
+    }
+  }
+  int64_t want = options_.page;
+  if (backlog_done_) {
+    int64_t upto = live_.empty() ? known_seq_ : live_.front().seq - 1;
+    if (upto <= last_sent_seq_) return;  // caught up
+    want = std::min(want, upto - last_sent_seq_);
+  }
+  if (connection_->queued_messages() >= static_cast<size_t>(options_.page)) {
+    waiting_drain_ = true;  // OnDrained resumes
+    return;
+  }
+  reading_ = true;
+  auto guard = std::make_shared<net::executor_work_guard<net::any_io_executor>>(connection_->executor());
+  store_.ReadEventsAsync(session_id_, last_sent_seq_, want,
+                         [self = shared_from_this(), ex = connection_->executor(), guard,
+                          want](Result<std::vector<Event>> read) {
+                           net::post(ex, [self, want, read = std::move(read)]() mutable {
+                             self->OnStoreRead(want, std::move(read));
+                           });
+                           guard->reset();
+                         });
+}
+
+void EventStream::OnStoreRead(int64_t asked, Result<std::vector<Event>> read) {
+  reading_ = false;
+  if (!connection_ || connection_->closing()) return;
+  if (!read.ok()) return Fail(read.status());
+  for (const Event& e : *read) {
+    if (e.seq <= last_sent_seq_) continue;
+    if (e.seq != last_sent_seq_ + 1) {
+      return Fail(Internal("the store skipped from seq " + std::to_string(last_sent_seq_) + " to " +
+                           std::to_string(e.seq)));
+    }
+    known_seq_ = std::max(known_seq_, e.seq);
+    if (!SendEvent(e)) return;
+  }
+  if (!backlog_done_) {
+    if (static_cast<int64_t>(read->size()) < asked) {
+      backlog_done_ = true;
+      if (!connection_->Send(DumpJson(Json{{"type", "ready"}, {"last_seq", last_sent_seq_}}))) return;
+    }
+  } else if (read->empty()) {
+    // The hub announced events the store does not have: reading again
+    // would spin.
+    return Fail(
+        Internal("events up to seq " + std::to_string(known_seq_) + " were published but are not stored"));
+  }
+  Pump();
+}
+
+bool EventStream::SendEvent(const Event& e) {
+  if (!connection_->Send(DumpJson(Json{{"type", "event"}, {"event", session::EventToJson(e)}}))) return false;
+  last_sent_seq_ = e.seq;
+  return true;
+}
+
+void EventStream::Fail(const Status& error) {
+  connection_->Close(WebSocketCloseCode::kInternalError, error.code() + ": " + error.message());
+}
+
+}  // namespace dsh::server

@@ -1,0 +1,419 @@
+// The session routes of the API over a real HttpServer and SQLite store:
+// GET /api/sessions/{id}/events and the WebSocket event stream.
+#include <gtest/gtest.h>
+
+#include <boost/asio/io_context.hpp>
+
+#include <future>
+#include <thread>
+
+#include "base/testing/temp_dir.h"
+#include "server/api.h"
+#include "server/http_client.h"
+#include "server/http_server.h"
+#include "server/testing/ws_client.h"
+#include "store/sqlite_connection.h"
+
+namespace dsh::server {
+namespace {
+
+using dsh::testing::WsClient;
+using namespace std::chrono_literals;
+
+class SessionRoutesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto db = store::Database::Open(
+        std::make_unique<store::SqliteConnectionFactory>(store::SqliteOptions{.path = dir_.File("dsh.db")}),
+        session::SessionStore::Migrations());
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    db_ = std::move(db).value();
+    store_ = std::make_unique<session::SessionStore>(*db_, clock_, &hub_);
+  }
+  void TearDown() override {
+    StopServer();
+    store_.reset();
+    db_.reset();
+  }
+
+  // Starts the server; tests that change limits call it themselves first.
+  void StartServer(WebSocketLimits limits = {}, EventStream::Options stream = {}) {
+    api_ = std::make_unique<Api>(Api::Options{"secret", "9.9.9", stream},
+                                 Api::Services{.tools = tools_, .sessions = store_.get(), .events = &hub_});
+    HttpServer::Options options;
+    options.websocket = [this](HttpRequest req, UpgradeRespond r) {
+      api_->HandleUpgrade(std::move(req), std::move(r));
+    };
+    options.websocket_limits = limits;
+    server_ = std::make_unique<HttpServer>(
+        ioc_, options, [this](HttpRequest req, Respond r) { api_->Handle(std::move(req), std::move(r)); });
+    auto port = server_->Listen();
+    ASSERT_TRUE(port.ok()) << port.status().ToString();
+    port_ = *port;
+    for (int i = 0; i < 2; ++i) threads_.emplace_back([this] { ioc_.run(); });
+  }
+  // Stops the server and waits (bounded) for the io_context to run out of
+  // work; false if it did not.
+  bool StopServer() {
+    if (!server_) return true;
+    server_->Stop();
+    auto joined = std::async(std::launch::async, [this] {
+      for (auto& t : threads_) t.join();
+    });
+    bool ok = joined.wait_for(30s) == std::future_status::ready;
+    if (ok) threads_.clear();
+    server_.reset();
+    return ok;
+  }
+
+  std::string NewSession(const std::string& id = "s1") {
+    auto h = store_->Create(session::NewSession{.id = id, .route = {"echo", "echo", std::nullopt}});
+    EXPECT_TRUE(h.ok()) << h.status().ToString();
+    return id;
+  }
+  void Append(const std::string& id, int n, const std::string& type = "message/user") {
+    std::vector<session::EventDraft> drafts;
+    for (int i = 0; i < n; ++i) drafts.push_back({type, Json{{"text", "m" + std::to_string(i)}}});
+    auto r = store_->Append(id, std::move(drafts));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+  }
+
+  HttpClientResponse Get(const std::string& target, const std::string& token = "secret") {
+    std::vector<std::pair<std::string, std::string>> headers;
+    if (!token.empty()) headers.emplace_back("Authorization", "Bearer " + token);
+    auto r = HttpRequestSync("GET", "http://127.0.0.1:" + std::to_string(port_) + target, "", headers);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : HttpClientResponse{};
+  }
+  static std::string Code(const HttpClientResponse& r) {
+    auto j = Json::parse(r.body, nullptr, false);
+    return j.is_object() && j.contains("error") ? j["error"]["code"].get<std::string>() : "";
+  }
+  static std::vector<int64_t> Seqs(const Json& body) {
+    std::vector<int64_t> out;
+    for (const auto& e : body["events"]) out.push_back(e["seq"].get<int64_t>());
+    return out;
+  }
+
+  std::unique_ptr<WsClient> Stream(const std::string& query,
+                                   WsClient::Headers headers = {{"Authorization", "Bearer secret"}}) {
+    auto c = WsClient::Connect(port_, "/api/sessions/s1/stream" + query, headers);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? std::move(c).value() : nullptr;
+  }
+  // Reads messages until `ready`; returns the seqs of the events before it.
+  static std::vector<int64_t> ReadUntilReady(WsClient& c, int64_t* ready_last_seq = nullptr) {
+    std::vector<int64_t> seqs;
+    while (true) {
+      auto m = c.ReadJson();
+      EXPECT_TRUE(m.ok()) << m.status().ToString();
+      if (!m.ok()) return seqs;
+      if ((*m)["type"] == "ready") {
+        if (ready_last_seq) *ready_last_seq = (*m)["last_seq"].get<int64_t>();
+        return seqs;
+      }
+      EXPECT_EQ((*m)["type"], "event") << *m;
+      seqs.push_back((*m)["event"]["seq"].get<int64_t>());
+    }
+  }
+  // Reads `n` event messages; a non-event message or an error fails the test.
+  static std::vector<int64_t> ReadEvents(WsClient& c, size_t n) {
+    std::vector<int64_t> seqs;
+    while (seqs.size() < n) {
+      auto m = c.ReadJson();
+      EXPECT_TRUE(m.ok()) << m.status().ToString() << " after " << seqs.size() << " events";
+      if (!m.ok()) return seqs;
+      EXPECT_EQ((*m)["type"], "event") << *m;
+      seqs.push_back((*m)["event"]["seq"].get<int64_t>());
+    }
+    return seqs;
+  }
+  static std::vector<int64_t> Range(int64_t from, int64_t to) {
+    std::vector<int64_t> out;
+    for (int64_t s = from; s <= to; ++s) out.push_back(s);
+    return out;
+  }
+
+  dsh::testing::TempDir dir_;
+  FakeClock clock_;
+  session::EventHub hub_;
+  std::unique_ptr<store::Database> db_;
+  std::unique_ptr<session::SessionStore> store_;
+  agent::ToolRegistry tools_;
+  boost::asio::io_context ioc_;
+  std::unique_ptr<Api> api_;
+  std::unique_ptr<HttpServer> server_;
+  uint16_t port_ = 0;
+  std::vector<std::thread> threads_;
+};
+
+// --- GET /api/sessions/{id}/events ---
+
+TEST_F(SessionRoutesTest, EventsPagesWithAfterAndLimit) {
+  StartServer();
+  NewSession();
+  Append("s1", 5);
+
+  auto all = Get("/api/sessions/s1/events");
+  ASSERT_EQ(all.status, 200) << all.body;
+  Json body = Json::parse(all.body);
+  EXPECT_EQ(Seqs(body), Range(1, 5));
+  EXPECT_EQ(body["last_seq"], 5);
+  const Json& first = body["events"][0];
+  EXPECT_EQ(first["type"], "message/user");
+  EXPECT_EQ(first["data"], (Json{{"text", "m0"}}));
+  EXPECT_EQ(first["at"], ToUnixMillis(clock_.Now()));
+  EXPECT_EQ(first.size(), 4u) << first;
+
+  auto page = Get("/api/sessions/s1/events?after=2&limit=2");
+  ASSERT_EQ(page.status, 200);
+  EXPECT_EQ(Seqs(Json::parse(page.body)), (std::vector<int64_t>{3, 4}));
+  EXPECT_EQ(Json::parse(page.body)["last_seq"], 5);
+
+  auto past_end = Get("/api/sessions/s1/events?after=5");
+  ASSERT_EQ(past_end.status, 200);
+  EXPECT_EQ(Json::parse(past_end.body), (Json{{"events", Json::array()}, {"last_seq", 5}}));
+}
+
+TEST_F(SessionRoutesTest, EventsLimitDefaultsTo200AndAllowsUpTo1000) {
+  StartServer();
+  NewSession();
+  Append("s1", 1001);
+  EXPECT_EQ(Json::parse(Get("/api/sessions/s1/events").body)["events"].size(), 200u);
+  EXPECT_EQ(Json::parse(Get("/api/sessions/s1/events?limit=1000").body)["events"].size(), 1000u);
+  EXPECT_EQ(Seqs(Json::parse(Get("/api/sessions/s1/events?after=1000&limit=1000").body)), Range(1001, 1001));
+}
+
+TEST_F(SessionRoutesTest, EventsRejectsBadParametersNamingThem) {
+  StartServer();
+  NewSession();
+  struct Case {
+    std::string query, named;
+  };
+  for (const Case& c : std::vector<Case>{{"after=-1", "`after`"},
+                                         {"after=abc", "`after`"},
+                                         {"after=1.5", "`after`"},
+                                         {"after=", "`after`"},
+                                         {"after=9007199254740992", "`after`"},
+                                         {"limit=0", "`limit`"},
+                                         {"limit=1001", "`limit`"},
+                                         {"limit=ten", "`limit`"},
+                                         {"afterr=1", "`afterr`"}}) {
+    auto r = Get("/api/sessions/s1/events?" + c.query);
+    EXPECT_EQ(r.status, 400) << c.query;
+    EXPECT_EQ(Code(r), "invalid_arguments") << c.query;
+    EXPECT_NE(r.body.find(c.named), std::string::npos) << c.query << ": " << r.body;
+  }
+}
+
+TEST_F(SessionRoutesTest, EventsOfAnUnknownSessionAre404AndNeedTheToken) {
+  StartServer();
+  auto unknown = Get("/api/sessions/nope/events");
+  EXPECT_EQ(unknown.status, 404);
+  EXPECT_EQ(Code(unknown), "not_found");
+  NewSession();
+  EXPECT_EQ(Get("/api/sessions/s1/events", "").status, 401);
+  // ?token= is for the WebSocket route only.
+  EXPECT_EQ(Get("/api/sessions/s1/events?token=secret", "").status, 401);
+  auto post = HttpRequestSync("POST", "http://127.0.0.1:" + std::to_string(port_) + "/api/sessions/s1/events",
+                              "", {{"Authorization", "Bearer secret"}});
+  EXPECT_EQ(post->status, 405);
+}
+
+// --- WebSocket /api/sessions/{id}/stream ---
+
+TEST_F(SessionRoutesTest, StreamSendsTheBacklogThenReadyThenLiveEventsInOrder) {
+  StartServer();
+  NewSession();
+  Append("s1", 3);
+  auto c = Stream("");
+  ASSERT_TRUE(c);
+  int64_t ready = -1;
+  EXPECT_EQ(ReadUntilReady(*c, &ready), Range(1, 3));
+  EXPECT_EQ(ready, 3);
+  Append("s1", 2);
+  Append("s1", 1, "message/assistant");
+  auto m = c->ReadJson();
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ((*m)["type"], "event");
+  EXPECT_EQ((*m)["event"]["seq"], 4);
+  EXPECT_EQ((*m)["event"]["data"], (Json{{"text", "m0"}}));
+  EXPECT_EQ((*m)["event"]["at"], ToUnixMillis(clock_.Now()));
+  EXPECT_EQ(ReadEvents(*c, 1), (std::vector<int64_t>{5}));
+  auto last = c->ReadJson();
+  ASSERT_TRUE(last.ok());
+  EXPECT_EQ((*last)["event"]["type"], "message/assistant");
+  EXPECT_EQ((*last)["event"]["seq"], 6);
+  EXPECT_TRUE(c->Close().ok());
+}
+
+TEST_F(SessionRoutesTest, StreamOfAnEmptySessionIsReadyAtZero) {
+  StartServer();
+  NewSession();
+  auto c = Stream("?after=0");
+  ASSERT_TRUE(c);
+  int64_t ready = -1;
+  EXPECT_TRUE(ReadUntilReady(*c, &ready).empty());
+  EXPECT_EQ(ready, 0);
+  Append("s1", 1);
+  EXPECT_EQ(ReadEvents(*c, 1), (std::vector<int64_t>{1}));
+}
+
+TEST_F(SessionRoutesTest, ReconnectingWithTheLastSeqGetsExactlyTheMissedEvents) {
+  StartServer();
+  NewSession();
+  Append("s1", 2);
+  auto c = Stream("");
+  ASSERT_TRUE(c);
+  EXPECT_EQ(ReadUntilReady(*c), Range(1, 2));
+  Append("s1", 1);
+  EXPECT_EQ(ReadEvents(*c, 1), (std::vector<int64_t>{3}));
+  ASSERT_TRUE(c->Close().ok());
+  c.reset();
+
+  Append("s1", 4);  // while disconnected
+  auto again = Stream("?after=3");
+  ASSERT_TRUE(again);
+  int64_t ready = -1;
+  EXPECT_EQ(ReadUntilReady(*again, &ready), Range(4, 7));
+  EXPECT_EQ(ready, 7);
+  Append("s1", 1);
+  EXPECT_EQ(ReadEvents(*again, 1), (std::vector<int64_t>{8}));
+}
+
+TEST_F(SessionRoutesTest, ConcurrentAppendsArriveExactlyOnceInOrder) {
+  StartServer({}, EventStream::Options{.page = 7});  // small pages: many backlog reads race the appends
+  NewSession();
+  Append("s1", 20);
+  auto c = Stream("?after=5");
+  ASSERT_TRUE(c);
+  constexpr int kThreads = 4, kAppends = 40;
+  std::vector<std::thread> writers;
+  for (int t = 0; t < kThreads; ++t) {
+    writers.emplace_back([this, t] {
+      for (int i = 0; i < kAppends; ++i) Append("s1", 1 + (i + t) % 3);  // batches of 1..3 events
+    });
+  }
+  int64_t total = 20;
+  for (int t = 0; t < kThreads; ++t) {
+    for (int i = 0; i < kAppends; ++i) total += 1 + (i + t) % 3;
+  }
+  // The backlog ends at some seq between 20 and `total`; what follows it is
+  // live. Together: 6..total, each once, in order.
+  std::vector<int64_t> seqs = ReadUntilReady(*c);
+  ASSERT_GE(seqs.size(), 15u);
+  std::vector<int64_t> live = ReadEvents(*c, static_cast<size_t>(total - 5) - seqs.size());
+  seqs.insert(seqs.end(), live.begin(), live.end());
+  for (auto& w : writers) w.join();
+  EXPECT_EQ(seqs, Range(6, total));
+  // Nothing was sent twice: the next message is the next event.
+  Append("s1", 1);
+  EXPECT_EQ(ReadEvents(*c, 1), (std::vector<int64_t>{total + 1}));
+}
+
+TEST_F(SessionRoutesTest, EventsAppendedWithoutTheHubAreReadFromTheStore) {
+  StartServer();
+  NewSession();
+  auto c = Stream("");
+  ASSERT_TRUE(c);
+  EXPECT_TRUE(ReadUntilReady(*c).empty());
+  Append("s1", 1);
+  EXPECT_EQ(ReadEvents(*c, 1), (std::vector<int64_t>{1}));
+  // Another host on the same profile: its appends never reach our hub.
+  session::SessionStore other_host(*db_, clock_);
+  ASSERT_TRUE(other_host.Append("s1", {{"message/user", Json{{"text", "elsewhere"}}}}).ok());
+  ASSERT_TRUE(other_host.Append("s1", {{"message/user", Json{{"text", "elsewhere"}}}}).ok());
+  Append("s1", 1);  // seq 4 is published; 2 and 3 are read to fill the gap
+  EXPECT_EQ(ReadEvents(*c, 3), Range(2, 4));
+}
+
+TEST_F(SessionRoutesTest, StreamNeedsTheTokenAndAcceptsItInTheQuery) {
+  StartServer();
+  NewSession();
+  auto none = WsClient::Connect(port_, "/api/sessions/s1/stream");
+  EXPECT_EQ(none.status().code(), "unauthorized");
+  EXPECT_EQ(none.status().message().rfind("HTTP 401", 0), 0u) << none.status().message();
+  auto wrong = WsClient::Connect(port_, "/api/sessions/s1/stream?token=nope");
+  EXPECT_EQ(wrong.status().code(), "unauthorized");
+  auto wrong_header = WsClient::Connect(port_, "/api/sessions/s1/stream", {{"Authorization", "Bearer nope"}});
+  EXPECT_EQ(wrong_header.status().code(), "unauthorized");
+
+  auto query = WsClient::Connect(port_, "/api/sessions/s1/stream?token=secret");
+  ASSERT_TRUE(query.ok()) << query.status().ToString();
+  EXPECT_TRUE(ReadUntilReady(**query).empty());
+  auto cookie = WsClient::Connect(port_, "/api/sessions/s1/stream", {{"Cookie", "dsh_token=secret"}});
+  ASSERT_TRUE(cookie.ok()) << cookie.status().ToString();
+  EXPECT_TRUE(ReadUntilReady(**cookie).empty());
+}
+
+TEST_F(SessionRoutesTest, StreamRefusesUnknownSessionsAndBadAfter) {
+  StartServer();
+  NewSession();
+  Append("s1", 2);
+  WsClient::Headers auth = {{"Authorization", "Bearer secret"}};
+  auto unknown = WsClient::Connect(port_, "/api/sessions/nope/stream", auth);
+  EXPECT_EQ(unknown.status().code(), "not_found");
+  EXPECT_EQ(unknown.status().message().rfind("HTTP 404", 0), 0u) << unknown.status().message();
+  auto negative = WsClient::Connect(port_, "/api/sessions/s1/stream?after=-1", auth);
+  EXPECT_EQ(negative.status().code(), "invalid_arguments");
+  EXPECT_NE(negative.status().message().find("`after`"), std::string::npos);
+  auto beyond = WsClient::Connect(port_, "/api/sessions/s1/stream?after=3", auth);
+  EXPECT_EQ(beyond.status().code(), "invalid_arguments");
+  auto unknown_route = WsClient::Connect(port_, "/api/sessions/s1/other", auth);
+  EXPECT_EQ(unknown_route.status().code(), "not_found");
+  // A plain GET on the stream route asks for the upgrade.
+  auto plain = Get("/api/sessions/s1/stream");
+  EXPECT_EQ(plain.status, 426);
+  EXPECT_EQ(Code(plain), "upgrade_required");
+  // The server still serves HTTP after refusing upgrades.
+  EXPECT_EQ(Get("/api/sessions/s1/events").status, 200);
+}
+
+TEST_F(SessionRoutesTest, ALongBacklogIsPacedButASlowLiveConsumerIsClosed) {
+  StartServer(WebSocketLimits{.max_queued_messages = 4}, EventStream::Options{.page = 2});
+  NewSession();
+  Append("s1", 50);
+  auto c = Stream("");
+  ASSERT_TRUE(c);
+  // The backlog is read a page at a time as the client takes it: all of it
+  // arrives although it is far over the queue limit.
+  int64_t ready = -1;
+  EXPECT_EQ(ReadUntilReady(*c, &ready), Range(1, 50));
+  EXPECT_EQ(ready, 50);
+  // 50 live events in one commit reach the connection at once: over the
+  // limit of 4 queued messages, so the server gives up on this client.
+  Append("s1", 50);
+  size_t received = 0;
+  Result<std::string> m = c->Read();
+  for (; m.ok(); m = c->Read()) ++received;
+  EXPECT_EQ(m.status().code(), "closed") << m.status().ToString();
+  EXPECT_EQ(c->close_code(), 1008);
+  EXPECT_NE(c->close_reason().find("too far behind"), std::string::npos) << c->close_reason();
+  EXPECT_LT(received, 50u);
+  // Other clients are not affected.
+  auto fresh = Stream("?after=100");
+  ASSERT_TRUE(fresh);
+  EXPECT_TRUE(ReadUntilReady(*fresh).empty());
+}
+
+TEST_F(SessionRoutesTest, StopClosesStreamsWithGoingAwayAndTheIoContextFinishes) {
+  StartServer();
+  NewSession();
+  auto a = Stream("");
+  auto b = Stream("");
+  ASSERT_TRUE(a && b);
+  EXPECT_TRUE(ReadUntilReady(*a).empty());
+  EXPECT_TRUE(ReadUntilReady(*b).empty());
+  server_->Stop();
+  for (WsClient* c : {a.get(), b.get()}) {
+    auto m = c->Read();
+    EXPECT_EQ(m.status().code(), "closed") << m.status().ToString();
+    EXPECT_EQ(c->close_code(), 1001);
+  }
+  EXPECT_TRUE(StopServer());  // the io_context threads return
+  // The stream's hub subscription is gone: appends after Stop go nowhere.
+  Append("s1", 1);
+}
+
+}  // namespace
+}  // namespace dsh::server

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdlib>
+#include <future>
 #include <ostream>
 #include <thread>
 
@@ -58,9 +59,13 @@ int RunWeb(const WebFlags& flags, CommandContext& ctx) {
   std::string bind_host = flags.host.empty() ? host->config().server.host : flags.host;
   int port = flags.port >= 0 ? flags.port : host->config().server.port;
 
-  boost::asio::io_context ioc;
-  server::Api api({token, kVersion},
-                  {.tools = host->tools(), .sessions = &host->sessions(), .events = &host->events()});
+  unsigned threads = std::max(2u, std::min(4u, std::thread::hardware_concurrency()));
+  if (Status st = host->Start(threads); !st.ok()) return Fail(ctx, st);
+  boost::asio::io_context& ioc = host->io();
+  server::Api api({token, kVersion}, {.tools = host->tools(),
+                                      .sessions = &host->sessions(),
+                                      .events = &host->events(),
+                                      .host = host.get()});
   server::HttpServer::Options http_options{bind_host, static_cast<uint16_t>(port)};
   http_options.websocket = [&api](server::HttpRequest req, server::UpgradeRespond respond) {
     api.HandleUpgrade(std::move(req), std::move(respond));
@@ -77,23 +82,21 @@ int RunWeb(const WebFlags& flags, CommandContext& ctx) {
     spdlog::warn("cannot record the running host for the CLI: {}", st.ToString());
   }
 
+  std::promise<int> signalled;
   boost::asio::signal_set signals(ioc, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code& ec, int signo) {
-    if (ec) return;
-    spdlog::info("signal {}: stopping (finishing requests in flight and queued commits)", signo);
-    http.Stop();
+    if (!ec) signalled.set_value(signo);
   });
 
   ctx.out << "dsh web listening on " << url << std::endl;
-  spdlog::info("profile {} ({}), database {}", host->profile().home().string(),
+  spdlog::info("profile {} ({}), database {}, model {}", host->profile().home().string(),
                flags.patches.empty() ? "no patches" : std::to_string(flags.patches.size()) + " patch(es)",
-               host->database().description());
+               host->database().description(), host->models().Describe(host->models().default_route()));
 
-  unsigned n = std::max(2u, std::min(4u, std::thread::hardware_concurrency()));
-  std::vector<std::thread> threads;
-  for (unsigned i = 1; i < n; ++i) threads.emplace_back([&ioc] { ioc.run(); });
-  ioc.run();
-  for (auto& t : threads) t.join();
+  int signo = signalled.get_future().get();
+  spdlog::info("signal {}: stopping (finishing requests in flight and queued commits)", signo);
+  http.Stop();
+  host->Stop();
 
   host->profile().RemoveRunFile(getpid());
   host->Close();

@@ -1,12 +1,19 @@
 #include "host/host.h"
 
+#include <spdlog/spdlog.h>
+
+#include "base/ids.h"
 #include "store/sqlite_connection.h"
+#include "time/time_zone.h"
 
 namespace dsh::host {
 
 std::vector<store::Migration> Host::AllMigrations() {
   std::vector<store::Migration> all;
   for (auto& m : session::SessionStore::Migrations()) all.push_back(std::move(m));
+  for (auto& m : agent::AgentManager::Migrations()) all.push_back(std::move(m));
+  // Profile-wide settings ("global_session": the global interface session's id).
+  all.push_back({"host", 1, {"CREATE TABLE profile_settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)"}});
   return all;
 }
 
@@ -16,18 +23,99 @@ Result<std::unique_ptr<Host>> Host::Open(const HostOptions& options) {
   for (const auto& p : options.patches) files.push_back({p, false});
   DSH_ASSIGN_OR_RETURN(Config config, LoadConfig(files));
   std::unique_ptr<Host> host(new Host(std::move(profile), std::move(config), options.clock ? options.clock : &RealClock()));
+  DSH_ASSIGN_OR_RETURN(host->models_, ModelRoutes::Build(host->config_, options.env ? options.env : ProcessEnv(),
+                                                         ModelRoutes::DefaultFactories()));
   store::SqliteOptions sqlite{.path = host->profile_.database_path()};
   sqlite.synchronous =
       host->config_.storage.synchronous_full ? store::SqliteOptions::Synchronous::kFull : store::SqliteOptions::Synchronous::kNormal;
   DSH_ASSIGN_OR_RETURN(host->db_, store::Database::Open(std::make_unique<store::SqliteConnectionFactory>(sqlite),
                                                          AllMigrations()));
   host->sessions_ = std::make_unique<session::SessionStore>(*host->db_, *host->clock_, &host->events_);
+
+  agent::AgentManagerOptions agent_options;
+  agent_options.idle_eviction = std::chrono::seconds(host->config_.agents.idle_eviction_seconds);
+  agent_options.max_steps = static_cast<int>(host->config_.agents.max_steps);
+  if (options.agent_options) agent_options = *options.agent_options;
+  agent::AgentEnvironment env;
+  const Config* cfg = &host->config_;
+  env.preset = [cfg](const std::optional<std::string>& id) {
+    const Config::Preset* p = cfg->FindPreset(id.value_or(cfg->default_preset));
+    if (p == nullptr) p = cfg->FindPreset(cfg->default_preset);
+    agent::PresetView view;
+    if (p != nullptr) {
+      view.system_prompt = p->system_prompt;
+      view.all_tools = p->all_tools;
+      view.tool_groups = p->tool_groups;
+    }
+    return view;
+  };
+  host->agents_ = std::make_unique<agent::AgentManager>(host->ioc_, *host->db_, *host->sessions_, *host->models_,
+                                                        host->tools_, *host->clock_, std::move(env), agent_options);
   return host;
 }
 
 Host::~Host() { Close(); }
 
+session::NewSession Host::DefaultNewSession() const {
+  session::NewSession s;
+  s.route = models_->default_route();
+  s.preset = config_.default_preset;
+  s.time_zone = HostTimeZone().name();
+  return s;
+}
+
+Status Host::Start(unsigned threads) {
+  work_.emplace(ioc_.get_executor());
+  for (unsigned i = 0; i < std::max(1u, threads); ++i) threads_.emplace_back([this] { ioc_.run(); });
+  if (config_.interface.global_session) DSH_RETURN_IF_ERROR(EnsureGlobalSession());
+  agents_->Start();
+  return Status::Ok();
+}
+
+// The id is chosen once per profile: the first host to insert it wins, and
+// whoever finds the session missing creates it (a duplicate create is fine).
+Status Host::EnsureGlobalSession() {
+  std::string candidate = NewId("ses_", *clock_);
+  DSH_ASSIGN_OR_RETURN(std::string id, db_->WriteValue<std::string>([&](store::Tx& tx) -> Result<std::string> {
+    DSH_RETURN_IF_ERROR(tx.Exec("INSERT INTO profile_settings (key, value) VALUES ('global_session', ?) "
+                                "ON CONFLICT (key) DO NOTHING",
+                                {std::string_view(candidate)})
+                            .status());
+    std::string value;
+    DSH_RETURN_IF_ERROR(tx.Query("SELECT value FROM profile_settings WHERE key = 'global_session'", {},
+                                 [&](const store::Row& row) {
+                                   value = row.String(0);
+                                   return Status::Ok();
+                                 }));
+    return value;
+  }));
+  auto existing = sessions_->Get(id);
+  if (!existing.ok() && existing.status().code() == codes::kNotFound) {
+    session::NewSession s = DefaultNewSession();
+    s.id = id;
+    s.origin = "global";
+    auto created = sessions_->Create(s);
+    if (!created.ok() && created.status().code() != codes::kAlreadyExists) return created.status();
+    spdlog::info("created the global interface session {}", id);
+  } else if (!existing.ok()) {
+    return existing.status();
+  }
+  global_session_id_ = id;
+  return Status::Ok();
+}
+
+void Host::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  if (agents_) agents_->Stop();
+  work_.reset();
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+  if (models_) models_->Shutdown();
+}
+
 void Host::Close() {
+  Stop();
   if (db_) db_->Close();
 }
 

@@ -1,14 +1,21 @@
 #pragma once
 
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "agent/agent_manager.h"
 #include "agent/tool_registry.h"
 #include "base/clock.h"
 #include "host/config.h"
+#include "host/model_routes.h"
 #include "host/profile.h"
+#include "session/event_hub.h"
 #include "session/session_store.h"
 #include "store/database.h"
 
@@ -18,16 +25,25 @@ struct HostOptions {
   std::optional<std::string> home;   // --home
   std::vector<std::string> patches;  // --patch files, in order
   const Clock* clock = nullptr;      // RealClock() when null
+  EnvLookup env;                     // ProcessEnv() when null
+  // Overrides for tests (sweep interval, lease time); the idle eviction and
+  // step cap come from the config unless set here.
+  std::optional<agent::AgentManagerOptions> agent_options;
 };
 
 // One host's services over one profile: configuration, the profile
-// database, the session store and the tool registry (plugins register their
-// tools here at startup). The server and CLI layers reach everything through
-// it. Not copyable; thread-safe once opened (its members say how).
+// database, the session store, model routes, the tool registry (plugins
+// register their tools here before Start) and the live agents, all on one
+// io_context run by the host's thread pool. The server and CLI layers reach
+// everything through it.
+//
+// Lifecycle: Open → register tools → Start → (serve) → Stop → Close.
+// Not copyable; thread-safe once started (its members say how).
 class Host {
  public:
   // Loads the profile's dsh.yml and the patches (`invalid_config` stops the
-  // host), opens the database and applies migrations.
+  // host, as does a bad DSH_MODEL), opens the database and applies
+  // migrations.
   static Result<std::unique_ptr<Host>> Open(const HostOptions& options);
   ~Host();
 
@@ -39,23 +55,49 @@ class Host {
   // Every event committed by this host's session store, as it commits.
   session::EventHub& events() { return events_; }
   agent::ToolRegistry& tools() { return tools_; }
+  ModelRoutes& models() { return *models_; }
+  agent::AgentManager& agents() { return *agents_; }
+  boost::asio::io_context& io() { return ioc_; }
 
-  // Finishes queued commits and closes the database. Idempotent.
+  // Runs the io_context on `threads` threads, makes sure the global
+  // interface session exists (when enabled) and starts the agents, which
+  // pick up messages a previous run left pending.
+  Status Start(unsigned threads);
+  // Stops the agents (turns in flight continue when their session is next
+  // live) and, once nothing else uses the io_context (stop the HTTP server
+  // first), joins its threads. Idempotent; never call it on an io thread.
+  void Stop();
+  // Stop(), then finishes queued commits and closes the database. Idempotent.
   void Close();
+
+  // The stable id of the global interface session; nullopt when
+  // `interface.global_session` is off. Set by Start.
+  const std::optional<std::string>& global_session_id() const { return global_session_id_; }
+
+  // The session a fresh root session gets: default preset and model route.
+  session::NewSession DefaultNewSession() const;
 
   // Every schema migration of the compiled-in modules.
   static std::vector<store::Migration> AllMigrations();
 
  private:
   Host(Profile profile, Config config, const Clock* clock) : profile_(std::move(profile)), config_(std::move(config)), clock_(clock) {}
+  Status EnsureGlobalSession();
 
   Profile profile_;
   Config config_;
   const Clock* clock_;
+  boost::asio::io_context ioc_;
+  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work_;
+  std::vector<std::thread> threads_;
   std::unique_ptr<store::Database> db_;
   session::EventHub events_;
   std::unique_ptr<session::SessionStore> sessions_;
   agent::ToolRegistry tools_;
+  std::unique_ptr<ModelRoutes> models_;
+  std::unique_ptr<agent::AgentManager> agents_;
+  std::optional<std::string> global_session_id_;
+  bool stopped_ = false;
 };
 
 }  // namespace dsh::host

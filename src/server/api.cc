@@ -115,6 +115,40 @@ Result<int64_t> QueryInt(const HttpRequest& req, std::string_view name, int64_t 
   return value;
 }
 
+// The body of POST /api/sessions/{id}/messages.
+struct MessageBody {
+  std::string message;
+  std::optional<std::string> mode;
+  std::optional<std::string> key;
+};
+const ObjectSchema<MessageBody>& MessageBodySchema() {
+  static const auto* schema = new ObjectSchema<MessageBody>(
+      ObjectSchema<MessageBody>("A message for a session's agent.")
+          .Field("message", &MessageBody::message, "the text", StringRule{.non_empty = true, .trim = true})
+          .Optional("mode", &MessageBody::mode, "steer (default) or followup",
+                    StringRule{.non_empty = true, .trim = false, .one_of = {"steer", "followup"}})
+          .Optional("key", &MessageBody::key, "idempotency key: a second message with it is not delivered"));
+  return *schema;
+}
+
+// The body of POST /api/sessions.
+struct CreateBody {
+  std::optional<std::string> preset;
+};
+const ObjectSchema<CreateBody>& CreateBodySchema() {
+  static const auto* schema = new ObjectSchema<CreateBody>(
+      ObjectSchema<CreateBody>("A new session with the default model.")
+          .Optional("preset", &CreateBody::preset, "preset id (default: the profile's default preset)"));
+  return *schema;
+}
+
+template <typename T>
+Result<T> DecodeBody(const HttpRequest& req, const ObjectSchema<T>& schema) {
+  DSH_ASSIGN_OR_RETURN(Json body, ParseJson(req.body.empty() ? std::string_view("{}") : std::string_view(req.body)));
+  if (!body.is_object()) return Status(codes::kInvalidJson, "the request body must be a JSON object");
+  return schema.Decode(body);
+}
+
 constexpr int64_t kDefaultEventsLimit = 200;
 constexpr int64_t kMaxEventsLimit = 1000;
 constexpr std::string_view kStreamPattern = "/api/sessions/{id}/stream";
@@ -128,6 +162,9 @@ const std::vector<Api::Route>& Api::Routes() {
       {"POST", "/api/tools/{name}", &Api::CallTool},
       {"GET", "/api/sessions/{id}/events", &Api::ReadEvents},
       {"GET", kStreamPattern, &Api::StreamWithoutUpgrade},
+      {"POST", "/api/sessions/{id}/messages", &Api::PostMessage},
+      {"POST", "/api/sessions", &Api::CreateSession},
+      {"GET", "/api/host", &Api::HostInfo},
   };
   return kRoutes;
 }
@@ -259,6 +296,59 @@ void Api::CallTool(const PathParams& params, HttpRequest req, Respond respond) c
     if (!result.ok()) return respond(HttpResponse::FromError(result.status()));
     respond(HttpResponse::FromJson(200, Json{{"result", std::move(result).value()}}));
   });
+}
+
+void Api::PostMessage(const PathParams& params, HttpRequest req, Respond respond) const {
+  if (services_.host == nullptr) return respond(Unavailable("the agent runtime"));
+  if (Status st = CheckQuery(req, {}); !st.ok()) return respond(HttpResponse::FromError(st));
+  auto body = DecodeBody(req, MessageBodySchema());
+  if (!body.ok()) return respond(HttpResponse::FromError(body.status()));
+  agent::Delivery d;
+  d.session_id = params.at("id");
+  d.text = std::move(body->message);
+  d.mode = agent::ParseDeliveryMode(body->mode.value_or("steer")).value_or(agent::DeliveryMode::kSteer);
+  d.key = std::move(body->key);
+  d.meta = Json{{"origin", "api"}};
+  services_.host->agents().Deliver(std::move(d), [respond = std::move(respond)](Result<agent::Delivered> r) {
+    if (!r.ok()) return respond(HttpResponse::FromError(r.status()));
+    respond(HttpResponse::FromJson(200, Json{{"message_id", r->message_id}, {"duplicate", r->duplicate}}));
+  });
+}
+
+void Api::CreateSession(const PathParams&, HttpRequest req, Respond respond) const {
+  if (services_.host == nullptr) return respond(Unavailable("the agent runtime"));
+  if (Status st = CheckQuery(req, {}); !st.ok()) return respond(HttpResponse::FromError(st));
+  auto body = DecodeBody(req, CreateBodySchema());
+  if (!body.ok()) return respond(HttpResponse::FromError(body.status()));
+  host::Host& host = *services_.host;
+  session::NewSession s = host.DefaultNewSession();
+  if (body->preset) {
+    if (host.config().FindPreset(*body->preset) == nullptr) {
+      return respond(HttpResponse::FromError(InvalidArguments("`preset`: no preset named '" + *body->preset + "'")));
+    }
+    s.preset = body->preset;
+  }
+  s.origin = "api";
+  host.agents().Create(std::move(s), [respond = std::move(respond)](Result<session::SessionHeader> h) {
+    if (!h.ok()) return respond(HttpResponse::FromError(h.status()));
+    respond(HttpResponse::FromJson(201, Json{{"session", session::HeaderToJson(*h)}}));
+  });
+}
+
+void Api::HostInfo(const PathParams&, HttpRequest req, Respond respond) const {
+  if (services_.host == nullptr) return respond(Unavailable("host information"));
+  if (Status st = CheckQuery(req, {}); !st.ok()) return respond(HttpResponse::FromError(st));
+  host::Host& host = *services_.host;
+  const auto& route = host.models().default_route();
+  Json presets = Json::array();
+  for (const auto& p : host.config().presets) presets.push_back(p.id);
+  Json info = {{"version", options_.version},
+               {"default_model",
+                {{"provider", route.provider}, {"model", route.model}, {"description", host.models().Describe(route)}}},
+               {"presets", std::move(presets)},
+               {"default_preset", host.config().default_preset},
+               {"global_session_id", host.global_session_id() ? Json(*host.global_session_id()) : Json(nullptr)}};
+  respond(HttpResponse::FromJson(200, info));
 }
 
 }  // namespace dsh::server

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "agent/tool_registry.h"
+#include "host/host.h"
 #include "server/event_stream.h"
 #include "server/http_types.h"
 #include "session/event_hub.h"
@@ -32,6 +33,7 @@ class Api {
     const agent::ToolRegistry& tools;
     session::SessionStore* sessions = nullptr;
     session::EventHub* events = nullptr;
+    host::Host* host = nullptr;  // agents, models, the global session
   };
 
   Api(Options options, Services services) : options_(std::move(options)), services_(services) {}
@@ -60,6 +62,9 @@ class Api {
 
   void CallTool(const PathParams& params, HttpRequest req, Respond respond) const;
   void ReadEvents(const PathParams& params, HttpRequest req, Respond respond) const;
+  void PostMessage(const PathParams& params, HttpRequest req, Respond respond) const;
+  void CreateSession(const PathParams& params, HttpRequest req, Respond respond) const;
+  void HostInfo(const PathParams& params, HttpRequest req, Respond respond) const;
   void StreamWithoutUpgrade(const PathParams& params, HttpRequest req, Respond respond) const;
 
   Options options_;

@@ -1,0 +1,212 @@
+// End-to-end tests of the agent runtime through the real `dsh web` binary:
+// sessions and messages over HTTP, the live stream over WebSocket, the
+// openai adapter against a scripted Chat Completions server, and recovery
+// after SIGKILL.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "agent/testing/fake_chat_server.h"
+#include "app/testing/dsh_process.h"
+#include "base/json.h"
+#include "base/testing/temp_dir.h"
+#include "server/http_client.h"
+#include "server/testing/ws_client.h"
+
+namespace dsh::app {
+namespace {
+
+using agent::testing::FakeChatServer;
+using dsh::testing::DshProcess;
+using dsh::testing::WsClient;
+
+class AgentE2E : public ::testing::Test {
+ protected:
+  std::string Home() const { return dir_.File("home"); }
+
+  // Starts `dsh web` and returns its base URL ("http://127.0.0.1:PORT").
+  std::string Start(std::map<std::string, std::string> env = {}) {
+    env.emplace("DSH_TOKEN", "t0ken");
+    web_ = std::make_unique<DshProcess>(DSH_BINARY, std::vector<std::string>{"web", "--home", Home(), "--port", "0"},
+                                        dir_.File("web" + std::to_string(++starts_) + ".log"), env);
+    std::string url = web_->WaitListening();
+    EXPECT_FALSE(url.empty()) << web_->Stderr();
+    if (!url.empty() && url.back() == '/') url.pop_back();
+    url_ = url;
+    port_ = static_cast<uint16_t>(std::stoi(url.substr(url.rfind(':') + 1)));
+    return url;
+  }
+  std::map<std::string, std::string> OpenAiEnv() const {
+    return {{"DSH_MODEL", "openai/test-model"}, {"OPENAI_BASE_URL", chat_.base_url()}, {"OPENAI_API_KEY", "sk-test"}};
+  }
+
+  Json Call(const std::string& method, const std::string& path, const Json& body = Json::object(),
+            int want_status = 200) {
+    auto r = server::HttpRequestSync(method, url_ + path, method == "GET" ? "" : body.dump(),
+                                     {{"Authorization", "Bearer t0ken"}, {"Content-Type", "application/json"}});
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (!r.ok()) return Json();
+    EXPECT_EQ(r->status, want_status) << method << " " << path << ": " << r->body;
+    return Json::parse(r->body, nullptr, false);
+  }
+  std::string CreateSession() { return Call("POST", "/api/sessions", Json::object(), 201)["session"]["id"]; }
+  std::string Send(const std::string& id, const std::string& text, const std::string& mode = "steer") {
+    return Call("POST", "/api/sessions/" + id + "/messages", {{"message", text}, {"mode", mode}})["message_id"];
+  }
+
+  // Reads the session's stream until `n` turns ended; returns every event.
+  std::vector<Json> StreamUntilTurnEnds(const std::string& id, size_t n) {
+    std::vector<Json> events;
+    auto ws = WsClient::Connect(port_, "/api/sessions/" + id + "/stream?token=t0ken");
+    EXPECT_TRUE(ws.ok()) << ws.status().ToString();
+    if (!ws.ok()) return events;
+    size_t ends = 0;
+    while (ends < n) {
+      auto msg = (*ws)->ReadJson(std::chrono::seconds(30));
+      EXPECT_TRUE(msg.ok()) << msg.status().ToString() << "\n" << web_->Stderr();
+      if (!msg.ok()) break;
+      if ((*msg)["type"] != "event") continue;
+      events.push_back((*msg)["event"]);
+      if (events.back()["type"] == "turn/end") ++ends;
+    }
+    return events;
+  }
+  static std::vector<std::string> Texts(const std::vector<Json>& events, const std::string& type) {
+    std::vector<std::string> out;
+    for (const auto& e : events) {
+      if (e["type"] == type) out.push_back(e["data"].value("text", ""));
+    }
+    return out;
+  }
+
+  dsh::testing::TempDir dir_;
+  FakeChatServer chat_;
+  std::unique_ptr<DshProcess> web_;
+  std::string url_;
+  uint16_t port_ = 0;
+  int starts_ = 0;
+};
+
+TEST_F(AgentE2E, EchoIsTheOfflineDefaultAndAnswersOverHttp) {
+  Start();
+  Json info = Call("GET", "/api/host");
+  EXPECT_EQ(info["default_model"]["provider"], "echo");
+  EXPECT_NE(info["default_model"]["description"].get<std::string>().find("offline echo model"), std::string::npos)
+      << info.dump();
+  std::string id = CreateSession();
+  std::string message_id = Send(id, "hello there");
+  auto events = StreamUntilTurnEnds(id, 1);
+  EXPECT_EQ(Texts(events, "message/user"), std::vector<std::string>{"hello there"});
+  EXPECT_EQ(Texts(events, "message/assistant"), std::vector<std::string>{"echo: hello there"});
+  // The same events over the plain route.
+  Json page = Call("GET", "/api/sessions/" + id + "/events?after=0&limit=100");
+  EXPECT_EQ(page["events"].size(), events.size());
+  EXPECT_EQ(page["last_seq"], events.back()["seq"]);
+}
+
+TEST_F(AgentE2E, GlobalInterfaceSessionIsCreatedOnceAndKept) {
+  Start();
+  Json first = Call("GET", "/api/host")["global_session_id"];
+  ASSERT_TRUE(first.is_string()) << first.dump();
+  web_->Signal(SIGTERM);
+  ASSERT_EQ(web_->Wait(), 0) << web_->Stderr();
+  Start();
+  EXPECT_EQ(Call("GET", "/api/host")["global_session_id"], first);
+  Call("GET", "/api/sessions/" + first.get<std::string>() + "/events");
+}
+
+TEST_F(AgentE2E, MessageErrorsAreClearAndChangeNothing) {
+  Start();
+  std::string id = CreateSession();
+  EXPECT_EQ(Call("POST", "/api/sessions/ses_missing/messages", {{"message", "x"}}, 404)["error"]["code"], "not_found");
+  EXPECT_EQ(Call("POST", "/api/sessions/" + id + "/messages", {{"message", "  "}}, 400)["error"]["code"],
+            "invalid_arguments");
+  EXPECT_EQ(Call("POST", "/api/sessions/" + id + "/messages", {{"message", "x"}, {"mode", "later"}}, 400)["error"]["code"],
+            "invalid_arguments");
+  EXPECT_EQ(Call("POST", "/api/sessions/" + id + "/messages", {{"message", "x"}, {"extra", 1}}, 400)["error"]["code"],
+            "invalid_arguments");
+  EXPECT_EQ(Call("POST", "/api/sessions", {{"preset", "nope"}}, 400)["error"]["code"], "invalid_arguments");
+  EXPECT_EQ(Call("GET", "/api/sessions/" + id + "/events")["events"].size(), 0u);
+}
+
+TEST_F(AgentE2E, DuplicateKeyOverHttpDeliversOnce) {
+  Start();
+  std::string id = CreateSession();
+  Json a = Call("POST", "/api/sessions/" + id + "/messages", {{"message", "once"}, {"key", "k"}});
+  Json b = Call("POST", "/api/sessions/" + id + "/messages", {{"message", "once"}, {"key", "k"}});
+  EXPECT_EQ(a["message_id"], b["message_id"]);
+  EXPECT_FALSE(a["duplicate"].get<bool>());
+  EXPECT_TRUE(b["duplicate"].get<bool>());
+  Send(id, "after");
+  auto events = StreamUntilTurnEnds(id, 2);
+  EXPECT_EQ(Texts(events, "message/user"), (std::vector<std::string>{"once", "after"}));
+}
+
+TEST_F(AgentE2E, OpenAiTurnStreamsFromAChatCompletionsServerAndGeneratesATitle) {
+  chat_.Enqueue(agent::testing::ReasoningThenText("thinking", "Hi! How can I help?"));
+  chat_.Enqueue(agent::testing::TextReply("Friendly Greeting"));
+  Start(OpenAiEnv());
+  std::string id = CreateSession();
+  Send(id, "hello");
+  auto events = StreamUntilTurnEnds(id, 1);
+  EXPECT_EQ(Texts(events, "message/reasoning"), std::vector<std::string>{"thinking"});
+  EXPECT_EQ(Texts(events, "message/assistant"), std::vector<std::string>{"Hi! How can I help?"});
+  ASSERT_TRUE(chat_.WaitForRequests(2, std::chrono::seconds(30)));
+  auto first = chat_.requests().at(0);
+  EXPECT_EQ(first.json["model"], "test-model");
+  EXPECT_EQ(first.headers["authorization"], "Bearer sk-test");
+  // After the first completed turn a short title is generated with the model.
+  auto ws = WsClient::Connect(port_, "/api/sessions/" + id + "/stream?token=t0ken");
+  ASSERT_TRUE(ws.ok());
+  std::string title;
+  while (title.empty()) {
+    auto msg = (*ws)->ReadJson(std::chrono::seconds(30));
+    ASSERT_TRUE(msg.ok()) << msg.status().ToString();
+    if ((*msg)["type"] == "event" && (*msg)["event"]["type"] == "title/generated") title = (*msg)["event"]["data"]["title"];
+  }
+  EXPECT_EQ(title, "Friendly Greeting");
+}
+
+TEST_F(AgentE2E, ServerErrorEndsTheTurnWithAnErrorAndTheNextMessageWorks) {
+  for (int i = 0; i < 4; ++i) chat_.Enqueue(agent::testing::Error(500, "upstream exploded"));
+  chat_.Enqueue(agent::testing::TextReply("back again"));
+  Start(OpenAiEnv());
+  std::string id = CreateSession();
+  Send(id, "first");
+  auto events = StreamUntilTurnEnds(id, 1);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back()["data"]["status"], "error");
+  EXPECT_EQ(events.back()["data"]["error"]["code"], "model_error");
+  EXPECT_NE(events.back()["data"]["error"]["message"].get<std::string>().find("upstream exploded"), std::string::npos);
+  Send(id, "second");
+  events = StreamUntilTurnEnds(id, 2);
+  EXPECT_EQ(Texts(events, "message/assistant"), std::vector<std::string>{"back again"});
+}
+
+TEST_F(AgentE2E, SigkillMidTurnLosesNoAcknowledgedMessageAndProcessesItOnce) {
+  chat_.Enqueue(agent::testing::Hang());
+  Start(OpenAiEnv());
+  std::string id = CreateSession();
+  Send(id, "do not lose me");
+  ASSERT_TRUE(chat_.WaitForRequests(1, std::chrono::seconds(30)));
+  web_->Signal(SIGKILL);
+  web_->Wait();
+
+  chat_.Enqueue(agent::testing::TextReply("recovered"));
+  chat_.Enqueue(agent::testing::TextReply("Recovery Title"));
+  Start(OpenAiEnv());
+  auto events = StreamUntilTurnEnds(id, 1);
+  EXPECT_EQ(Texts(events, "message/user"), std::vector<std::string>{"do not lose me"});
+  EXPECT_EQ(Texts(events, "message/assistant"), std::vector<std::string>{"recovered"});
+  size_t starts = std::count_if(events.begin(), events.end(), [](const Json& e) { return e["type"] == "turn/start"; });
+  EXPECT_EQ(starts, 1u);
+  // The model saw the message once in the continued turn's request.
+  ASSERT_GE(chat_.requests().size(), 2u);
+  const Json messages = chat_.requests()[1].json["messages"];
+  size_t seen = std::count_if(messages.begin(), messages.end(),
+                              [](const Json& m) { return m.value("content", Json()) == "do not lose me"; });
+  EXPECT_EQ(seen, 1u) << messages.dump();
+}
+
+}  // namespace
+}  // namespace dsh::app

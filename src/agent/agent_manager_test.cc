@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "agent/agent.h"
+#include "agent/testing/fake_chat_server.h"
 #include "agent/testing/scripted_model.h"
 #include "base/testing/temp_dir.h"
 #include "store/sqlite_connection.h"
@@ -114,7 +115,7 @@ class AgentTest : public ::testing::Test {
       return v;
     };
     env.context.push_back([](const session::SessionHeader& h) { return "Session: " + h.id; });
-    return std::make_unique<AgentManager>(ioc_, *db_, *sessions_, router_, tools_, clock_, env, options);
+    return std::make_unique<AgentManager>(ioc_, *db_, *sessions_, *router_ptr_, tools_, clock_, env, options);
   }
 
   void Close() {
@@ -201,6 +202,7 @@ class AgentTest : public ::testing::Test {
   EventWaiter waiter_{hub_};
   ScriptedModel model_;
   testing::SingleModelRouter router_{model_};
+  ModelRouter* router_ptr_ = &router_;
   ToolRegistry tools_;
   int max_steps_ = 50;
   bool generate_titles_ = false;
@@ -534,6 +536,144 @@ TEST_F(AgentTest, AHostThatLosesItsLeaseStopsTheAgent) {
                  }).ok());
   clock_.Advance(10s);  // the next sweep renews (a third of the 15 s lease passed)
   EXPECT_TRUE(manager_->WaitUntilNotLive(id, 10s));
+}
+
+// The same semantics through the real openai adapter against the scripted
+// Chat Completions server.
+class OpenAiAgentTest : public AgentTest {
+ protected:
+  void SetUp() override {
+    OpenAiOptions o;
+    o.base_url = chat_.base_url();
+    o.idle_timeout = 1500ms;  // above SlowToolCall's pause
+    o.max_retries = 1;
+    o.backoff_initial = 10ms;
+    o.backoff_max = 20ms;
+    adapter_ = MakeOpenAiModel(o);
+    openai_router_ = std::make_unique<testing::SingleModelRouter>(*adapter_);
+    router_ptr_ = openai_router_.get();
+    ASSERT_TRUE(tools_.Register(std::make_unique<EchoTool>(), "test").ok());
+    Open();
+  }
+  void TearDown() override {
+    Close();
+    adapter_->Shutdown();
+  }
+
+  // A tool-call reply whose stream ends only after `delay`: the turn is
+  // running meanwhile.
+  static testing::ScriptedResponse SlowToolCall(std::chrono::milliseconds delay = 700ms) {
+    auto r = testing::ToolCallReply({{"call_1", "echo_args", R"({"text":"pong"})"}});
+    r.chunks.back().delay = delay;
+    return r;
+  }
+  static std::vector<std::string> RequestUserTexts(const testing::RecordedRequest& r) {
+    std::vector<std::string> out;
+    for (const auto& m : r.json["messages"]) {
+      if (m["role"] == "user") out.push_back(m["content"]);
+    }
+    return out;
+  }
+
+  testing::FakeChatServer chat_;
+  std::unique_ptr<ModelAdapter> adapter_;
+  std::unique_ptr<testing::SingleModelRouter> openai_router_;
+};
+
+TEST_F(OpenAiAgentTest, AToolCallRunsAndItsResultReachesTheNextRequest) {
+  chat_.Enqueue(testing::ToolCallReply({{"call_1", "echo_args", R"({"text":"pong"})"}}));
+  chat_.Enqueue(testing::TextReply("done"));
+  std::string id = CreateSession();
+  ASSERT_TRUE(Deliver(id, "use the tool").ok());
+  auto log = waiter_.WaitForTurnEnds(id, 1);
+  EXPECT_EQ(log.back().data["status"], "completed");
+  auto requests = chat_.requests();
+  ASSERT_EQ(requests.size(), 2u);
+  Json messages = requests[1].json["messages"];
+  ASSERT_GE(messages.size(), 3u);
+  Json call = messages[messages.size() - 2];
+  EXPECT_EQ(call["role"], "assistant");
+  EXPECT_EQ(call["tool_calls"][0]["id"], "call_1");
+  EXPECT_EQ(call["tool_calls"][0]["function"]["name"], "echo_args");
+  Json result = messages.back();
+  EXPECT_EQ(result["role"], "tool");
+  EXPECT_EQ(result["tool_call_id"], "call_1");
+  EXPECT_EQ(ParseJson(result["content"].get<std::string>()).value(), (Json{{"said", "pong"}}));
+  EXPECT_EQ(requests[0].json["tools"][0]["function"]["name"], "echo_args");
+  EXPECT_EQ(Texts(log, et::kAssistantMessage), std::vector<std::string>{"done"});
+}
+
+TEST_F(OpenAiAgentTest, SteerLandsAtTheStepBoundaryOfARunningTurn) {
+  chat_.Enqueue(SlowToolCall());
+  chat_.Enqueue(testing::TextReply("final"));
+  std::string id = CreateSession();
+  ASSERT_TRUE(Deliver(id, "first").ok());
+  ASSERT_TRUE(chat_.WaitForRequests(1, 10s));
+  ASSERT_TRUE(Deliver(id, "steer me", DeliveryMode::kSteer).ok());
+  auto log = waiter_.WaitForTurnEnds(id, 1);
+  auto requests = chat_.requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(RequestUserTexts(requests[1]), (std::vector<std::string>{"first", "steer me"}));
+  EXPECT_EQ(requests[1].json["messages"].back()["role"], "user");  // after the tool result
+  EXPECT_EQ(EventWaiter::Count(log, event_types::kTurnStart), 1u);
+}
+
+TEST_F(OpenAiAgentTest, FollowupWaitsForTheEndOfTheTurn) {
+  chat_.Enqueue(SlowToolCall());
+  chat_.Enqueue(testing::TextReply("first done"));
+  chat_.Enqueue(testing::TextReply("second done"));
+  std::string id = CreateSession();
+  ASSERT_TRUE(Deliver(id, "first").ok());
+  ASSERT_TRUE(chat_.WaitForRequests(1, 10s));
+  ASSERT_TRUE(Deliver(id, "later", DeliveryMode::kFollowup).ok());
+  auto log = waiter_.WaitForTurnEnds(id, 2);
+  auto requests = chat_.requests();
+  ASSERT_EQ(requests.size(), 3u);
+  EXPECT_EQ(RequestUserTexts(requests[1]), std::vector<std::string>{"first"});
+  EXPECT_EQ(RequestUserTexts(requests[2]), (std::vector<std::string>{"first", "later"}));
+  EXPECT_EQ(Texts(log, et::kAssistantMessage), (std::vector<std::string>{"first done", "second done"}));
+}
+
+TEST_F(OpenAiAgentTest, SteerAndFollowupBothWakeAnIdleAgent) {
+  chat_.Enqueue(testing::TextReply("one"));
+  chat_.Enqueue(testing::TextReply("two"));
+  std::string id = CreateSession();
+  ASSERT_TRUE(Deliver(id, "a", DeliveryMode::kSteer).ok());
+  waiter_.WaitForTurnEnds(id, 1);
+  ASSERT_TRUE(Deliver(id, "b", DeliveryMode::kFollowup).ok());
+  auto log = waiter_.WaitForTurnEnds(id, 2);
+  EXPECT_EQ(Texts(log, et::kAssistantMessage), (std::vector<std::string>{"one", "two"}));
+}
+
+TEST_F(OpenAiAgentTest, ADuplicateKeyDeliversOnce) {
+  std::string id = CreateSession();
+  auto a = Deliver(id, "once", DeliveryMode::kSteer, "key-1");
+  auto b = Deliver(id, "once", DeliveryMode::kSteer, "key-1");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->message_id, b->message_id);
+  ASSERT_TRUE(Deliver(id, "next", DeliveryMode::kFollowup).ok());
+  auto log = waiter_.WaitForTurnEnds(id, 2);
+  EXPECT_EQ(Texts(log, et::kUserMessage), (std::vector<std::string>{"once", "next"}));
+  EXPECT_EQ(chat_.requests().size(), 2u);
+}
+
+TEST_F(OpenAiAgentTest, AServerErrorAndATimeoutEndTheTurnAndTheNextMessageWorks) {
+  chat_.Enqueue(testing::Error(500, "boom"));
+  chat_.Enqueue(testing::Error(500, "boom"));  // the one retry
+  chat_.Enqueue(testing::Hang());
+  chat_.Enqueue(testing::TextReply("fine"));
+  std::string id = CreateSession();
+  ASSERT_TRUE(Deliver(id, "one").ok());
+  auto log = waiter_.WaitForTurnEnds(id, 1);
+  EXPECT_EQ(log.back().data["error"]["code"], "model_error");
+  ASSERT_TRUE(Deliver(id, "two").ok());
+  log = waiter_.WaitForTurnEnds(id, 2);
+  EXPECT_EQ(log.back().data["error"]["code"], "model_timeout");
+  ASSERT_TRUE(Deliver(id, "three").ok());
+  log = waiter_.WaitForTurnEnds(id, 3);
+  EXPECT_EQ(log.back().data["status"], "completed");
+  EXPECT_EQ(Texts(log, et::kAssistantMessage), std::vector<std::string>{"fine"});
+  EXPECT_EQ(PendingRows(), 0);
 }
 
 }  // namespace

@@ -178,6 +178,13 @@ class AgentTest : public ::testing::Test {
     return out;
   }
 
+  // Waits until the agent has processed the end of its turn.
+  void WaitIdle(const std::string& id) {
+    std::promise<Status> idle;
+    manager_->WhenIdle(id, [&](Status st) { idle.set_value(st); });
+    ASSERT_TRUE(idle.get_future().get().ok());
+  }
+
   Status Resume(AgentManager& m, const std::string& id) {
     std::promise<Status> p;
     m.Resume(id, [&](Status st) { p.set_value(st); });
@@ -453,6 +460,7 @@ TEST_F(AgentTest, MaintenanceRunsOnlyWhileIdleAndHoldsTurnsBack) {
   EXPECT_EQ(busy.get_future().get().code(), "agent_busy");
   ASSERT_TRUE(model_.Release());
   waiter_.WaitForTurnEnds(id, 1);
+  WaitIdle(id);
 
   // While a task holds the agent, a delivered message waits.
   std::promise<std::function<void()>> holding;
@@ -476,9 +484,7 @@ TEST_F(AgentTest, IdleAgentsAreEvictedAndResumeWhenNeeded) {
   std::string id = CreateSession();
   ASSERT_TRUE(Deliver(id, "one").ok());
   waiter_.WaitForTurnEnds(id, 1);
-  std::promise<Status> idle;
-  manager_->WhenIdle(id, [&](Status st) { idle.set_value(st); });
-  ASSERT_TRUE(idle.get_future().get().ok());
+  WaitIdle(id);
   clock_.Advance(9min);
   clock_.Advance(2min);  // past the default idle eviction of 10 minutes
   ASSERT_TRUE(manager_->WaitUntilNotLive(id, 10s));
@@ -521,7 +527,9 @@ TEST_F(AgentTest, TwoHostsNeverRunTheSameSession) {
   EXPECT_FALSE(second_->LiveStatus(id).has_value());
   EXPECT_TRUE(manager_->LiveStatus(id).has_value());
   // Once the owner lets go, the other host may take it.
+  WaitIdle(id);
   manager_->EvictIdleForTesting();
+  ASSERT_FALSE(manager_->LiveStatus(id).has_value());
   EXPECT_TRUE(Resume(*second_, id).ok());
   EXPECT_TRUE(second_->LiveStatus(id).has_value());
   EXPECT_EQ(Resume(*manager_, id).code(), "session_busy");

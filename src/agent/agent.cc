@@ -196,6 +196,11 @@ void Agent::MaybeStartTurn() {
       ++it;
     }
   }
+  auto drafts = TurnStartDrafts(taken);
+  BeginTurn(std::move(taken), std::move(drafts));
+}
+
+std::vector<EventDraft> Agent::TurnStartDrafts(const std::vector<InboxMessage>& taken) const {
   std::vector<EventDraft> drafts = {Draft(event_types::kTurnStart, Json::object())};
   bool first_prompt = std::none_of(events_.begin(), events_.end(), [](const Event& e) { return e.type == et::kUserMessage; });
   for (const auto& m : taken) drafts.push_back(UserDraft(m));
@@ -203,7 +208,56 @@ void Agent::MaybeStartTurn() {
     std::string title = session::FallbackTitle(taken.front().text);
     if (!title.empty()) drafts.push_back(Draft(et::kTitleFallback, {{"title", title}}));
   }
-  BeginTurn(std::move(taken), std::move(drafts));
+  return drafts;
+}
+
+void Agent::Deliver(InboxMessage message, std::optional<std::string> key, std::function<void(Result<Delivered>)> done) {
+  boost::asio::post(strand_, [self = shared_from_this(), message = std::move(message), key = std::move(key),
+                              done = std::move(done)]() mutable {
+    if (self->stopping_ || self->running_ || self->maintenance_ || !self->pending_.empty() || !message.wakeup) {
+      return self->manager_.Accept(std::move(message), std::move(key), std::move(done));
+    }
+    self->running_ = true;
+    self->running_flag_ = true;
+    self->idle_since_ms_ = 0;
+    self->steps_ = 0;
+    auto msg = std::make_shared<InboxMessage>(std::move(message));
+    auto first_id = std::make_shared<std::string>();
+    // A used key rolls the whole job back (the turn never started) and
+    // answers with the first message's id.
+    session::SessionStore::AlsoFn insert = [msg, key = std::move(key), first_id](store::Tx& tx, const Events&) -> Status {
+      DSH_ASSIGN_OR_RETURN(auto inserted, agent_store::Insert(tx, *msg, key));
+      if (!inserted.duplicate) return Status::Ok();
+      *first_id = inserted.message_id;
+      return Status("duplicate_key", "the key was used before");
+    };
+    // The caller gets its answer from the commit itself, even if this agent
+    // stops before its own continuation runs.
+    auto on_strand = self->OnStrand<Result<Events>>([self, msg](Result<Events> r) {
+      if (r.ok()) {
+        self->events_.insert(self->events_.end(), r->begin(), r->end());
+        self->known_.insert(msg->message_id);
+        self->taken_.push_back(msg->message_id);
+        self->newest_num_ = std::max(self->newest_num_.load(), msg->num);
+        return self->Step();
+      }
+      self->running_ = false;
+      self->running_flag_ = false;
+      self->BecomeIdle();
+    });
+    self->manager_.sessions_.AppendWithAsync(
+        self->header_.id, self->TurnStartDrafts({*msg}), std::move(insert),
+        [msg, first_id, done = std::move(done), on_strand = std::move(on_strand)](Result<Events> r) {
+          if (r.ok()) {
+            done(Delivered{msg->message_id, false});
+          } else if (r.status().code() == "duplicate_key") {
+            done(Delivered{*first_id, true});
+          } else {
+            done(r.status());
+          }
+          on_strand(std::move(r));
+        });
+  });
 }
 
 void Agent::BeginTurn(std::vector<InboxMessage> taken, std::vector<EventDraft> drafts) {
@@ -455,15 +509,20 @@ ToolContext Agent::MakeToolContext() const {
 
 void Agent::Append(std::vector<EventDraft> drafts, std::vector<std::string> consume,
                    std::function<void(Result<Events>)> next) {
-  auto done = OnStrand<Result<Events>>([this, next = std::move(next)](Result<Events> r) mutable {
-    if (r.ok()) events_.insert(events_.end(), r->begin(), r->end());
-    next(std::move(r));
-  });
   session::SessionStore::AlsoFn also;
   if (!consume.empty()) {
     int64_t now = ToUnixMillis(manager_.clock_.Now());
     also = [consume = std::move(consume), now](store::Tx& tx, const Events&) { return agent_store::Consume(tx, consume, now); };
   }
+  AppendWith(std::move(drafts), std::move(also), std::move(next));
+}
+
+void Agent::AppendWith(std::vector<EventDraft> drafts, session::SessionStore::AlsoFn also,
+                       std::function<void(Result<Events>)> next) {
+  auto done = OnStrand<Result<Events>>([this, next = std::move(next)](Result<Events> r) mutable {
+    if (r.ok()) events_.insert(events_.end(), r->begin(), r->end());
+    next(std::move(r));
+  });
   manager_.sessions_.AppendWithAsync(header_.id, std::move(drafts), std::move(also), std::move(done));
 }
 

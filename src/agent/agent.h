@@ -45,6 +45,11 @@ class Agent : public std::enable_shared_from_this<Agent> {
 
   // Continues an interrupted turn, then takes pending messages.
   void Start(std::vector<InboxMessage> pending);
+  // A message not yet accepted: an idle agent with nothing pending accepts it
+  // and starts its turn in one transaction (the inbox insert, turn/start and
+  // the user event commit together); otherwise it goes through
+  // AgentManager::Accept like any other.
+  void Deliver(InboxMessage message, std::optional<std::string> key, std::function<void(Result<Delivered>)> done);
   // New durable messages (deduplicated by message_id).
   void Enqueue(std::vector<InboxMessage> messages);
   void RunMaintenance(AgentManager::MaintenanceTask task, std::function<void(Status)> done);
@@ -75,7 +80,7 @@ class Agent : public std::enable_shared_from_this<Agent> {
   void MaybeGenerateTitle();
   // Steers waiting for the next step boundary, as user-message drafts.
   std::vector<session::EventDraft> TakeSteers();
-  session::EventDraft UserDraft(const InboxMessage& m);
+  static session::EventDraft UserDraft(const InboxMessage& m);
   ModelRequest BuildRequest() const;
   ToolContext MakeToolContext() const;
   bool ToolAllowed(const std::string& name) const;
@@ -84,6 +89,10 @@ class Agent : public std::enable_shared_from_this<Agent> {
   // transaction), then runs `next` on the strand with the stored events.
   void Append(std::vector<session::EventDraft> drafts, std::vector<std::string> consume,
               std::function<void(Result<Events>)> next);
+  void AppendWith(std::vector<session::EventDraft> drafts, session::SessionStore::AlsoFn also,
+                  std::function<void(Result<Events>)> next);
+  // The drafts that open a turn taking `taken`.
+  std::vector<session::EventDraft> TurnStartDrafts(const std::vector<InboxMessage>& taken) const;
   // Posts `fn` to the strand, counting it as outstanding work.
   template <typename Arg, typename Fn>
   std::function<void(Arg)> OnStrand(Fn fn);

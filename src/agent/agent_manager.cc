@@ -230,9 +230,18 @@ void AgentManager::Deliver(Delivery d, std::function<void(Result<Delivered>)> do
   msg->text = std::move(d.text);
   msg->meta = std::move(d.meta);
   msg->created_at = ToUnixMillis(clock_.Now());
+  // A live agent here may take the message straight into a new turn, in the
+  // same transaction that accepts it; otherwise it goes to the inbox alone.
+  if (auto agent = Find(msg->session_id)) return agent->Deliver(std::move(*msg), std::move(d.key), std::move(done));
+  Accept(std::move(*msg), std::move(d.key), std::move(done));
+}
+
+void AgentManager::Accept(InboxMessage message, std::optional<std::string> key,
+                          std::function<void(Result<Delivered>)> done) {
+  auto msg = std::make_shared<InboxMessage>(std::move(message));
   auto inserted = std::make_shared<agent_store::Inserted>();
   db_.Write(
-      [msg, key = std::move(d.key), inserted](store::Tx& tx) -> Status {
+      [msg, key = std::move(key), inserted](store::Tx& tx) -> Status {
         DSH_ASSIGN_OR_RETURN(*inserted, agent_store::Insert(tx, *msg, key));
         return Status::Ok();
       },

@@ -147,6 +147,8 @@ class AgentManager {
   void Sweep();
   void PollInbox();
   void ReloadPending(std::shared_ptr<Agent> agent);
+  // Writes a message to the inbox, then routes it.
+  void Accept(InboxMessage message, std::optional<std::string> key, std::function<void(Result<Delivered>)> done);
   // Hands a committed message to its live agent, or resumes its session.
   void Route(const InboxMessage& message);
   void ResumeForPending(const std::string& session_id);

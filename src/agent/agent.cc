@@ -222,6 +222,9 @@ void Agent::Deliver(InboxMessage message, std::optional<std::string> key, std::f
     self->idle_since_ms_ = 0;
     self->steps_ = 0;
     auto msg = std::make_shared<InboxMessage>(std::move(message));
+    // Known before it commits: a sweep that reads it back from the inbox
+    // before our continuation runs must not queue it a second time.
+    self->known_.insert(msg->message_id);
     auto first_id = std::make_shared<std::string>();
     // A used key rolls the whole job back (the turn never started) and
     // answers with the first message's id.
@@ -236,7 +239,6 @@ void Agent::Deliver(InboxMessage message, std::optional<std::string> key, std::f
     auto on_strand = self->OnStrand<Result<Events>>([self, msg](Result<Events> r) {
       if (r.ok()) {
         self->events_.insert(self->events_.end(), r->begin(), r->end());
-        self->known_.insert(msg->message_id);
         self->taken_.push_back(msg->message_id);
         self->newest_num_ = std::max(self->newest_num_.load(), msg->num);
         return self->Step();

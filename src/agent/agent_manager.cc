@@ -50,6 +50,7 @@ AgentManager::AgentManager(boost::asio::io_context& ioc, store::Database& db, se
 AgentManager::~AgentManager() { Stop(); }
 
 void AgentManager::Start() {
+  last_renewed_ok_ms_ = MonoMillis(clock_);
   boost::asio::post(ioc_, [this] { Sweep(); });
 }
 
@@ -398,10 +399,23 @@ void AgentManager::Sweep() {
         }
         return Status::Ok();
       },
-      [this, lost](Status st) {
+      [this, lost, renewed_at = mono](Status st) {
         if (!st.ok()) {
           spdlog::warn("could not renew session leases: {}", st.ToString());
+          // Past the lease time another host may own them: stop them all.
+          if (MonoMillis(clock_) - last_renewed_ok_ms_ >= options_.lease_ttl.count()) {
+            std::vector<std::shared_ptr<Agent>> all;
+            {
+              std::lock_guard lock(mu_);
+              for (auto& [id, slot] : live_) {
+                if (slot.agent) all.push_back(slot.agent);
+              }
+            }
+            if (!all.empty()) spdlog::error("session leases expired without renewal; stopping {} agents", all.size());
+            StopAgents(std::move(all), /*only_if_idle=*/false);
+          }
         } else {
+          last_renewed_ok_ms_ = renewed_at;
           for (auto& a : *lost) spdlog::warn("session {}: lease lost to another host; stopping its agent", a->session_id());
           StopAgents(std::move(*lost), /*only_if_idle=*/false);
         }

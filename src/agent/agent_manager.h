@@ -184,6 +184,7 @@ class AgentManager {
   // Touched only by the sweep chain, one step at a time.
   bool renewed_once_ = false;
   int64_t last_renewal_ms_ = 0;
+  int64_t last_renewed_ok_ms_ = 0;  // when a renewal last committed
 
   boost::asio::steady_timer sweep_timer_;
 };

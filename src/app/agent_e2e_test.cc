@@ -208,5 +208,20 @@ TEST_F(AgentE2E, SigkillMidTurnLosesNoAcknowledgedMessageAndProcessesItOnce) {
   EXPECT_EQ(seen, 1u) << messages.dump();
 }
 
+TEST_F(AgentE2E, CancelEndsTheRunningTurn) {
+  chat_.Enqueue(agent::testing::Hang());
+  Start(OpenAiEnv());
+  std::string id = CreateSession();
+  EXPECT_EQ(Call("POST", "/api/sessions/" + id + "/cancel")["cancelled"], false);
+  Send(id, "take your time");
+  ASSERT_TRUE(chat_.WaitForRequests(1, std::chrono::seconds(30)));
+  Json r = Call("POST", "/api/sessions/" + id + "/cancel");
+  EXPECT_EQ(r["status"], "running") << r.dump();
+  EXPECT_EQ(r["cancelled"], true);
+  auto events = StreamUntilTurnEnds(id, 1);
+  EXPECT_EQ(events.back()["data"]["error"]["code"], "cancelled");
+  EXPECT_EQ(Call("POST", "/api/sessions/ses_nope/cancel", Json::object(), 404)["error"]["code"], "not_found");
+}
+
 }  // namespace
 }  // namespace dsh::app

@@ -164,6 +164,7 @@ const std::vector<Api::Route>& Api::Routes() {
       {"GET", kStreamPattern, &Api::StreamWithoutUpgrade},
       {"POST", "/api/sessions/{id}/messages", &Api::PostMessage},
       {"POST", "/api/sessions", &Api::CreateSession},
+      {"POST", "/api/sessions/{id}/cancel", &Api::CancelTurn},
       {"GET", "/api/host", &Api::HostInfo},
   };
   return kRoutes;
@@ -332,6 +333,19 @@ void Api::CreateSession(const PathParams&, HttpRequest req, Respond respond) con
   host.agents().Create(std::move(s), [respond = std::move(respond)](Result<session::SessionHeader> h) {
     if (!h.ok()) return respond(HttpResponse::FromError(h.status()));
     respond(HttpResponse::FromJson(201, Json{{"session", session::HeaderToJson(*h)}}));
+  });
+}
+
+void Api::CancelTurn(const PathParams& params, HttpRequest req, Respond respond) const {
+  if (services_.host == nullptr) return respond(Unavailable("the agent runtime"));
+  if (Status st = CheckQuery(req, {}); !st.ok()) return respond(HttpResponse::FromError(st));
+  const std::string& id = params.at("id");
+  auto& agents = services_.host->agents();
+  agents.GetStatus(id, [&agents, id, respond = std::move(respond)](agent::AgentStatus status) {
+    if (status == agent::AgentStatus::kMissing) return respond(HttpResponse::FromError(NotFound("no session " + id)));
+    bool running = status == agent::AgentStatus::kRunning;
+    if (running) agents.Cancel(id);
+    respond(HttpResponse::FromJson(200, Json{{"cancelled", running}, {"status", agent::AgentStatusName(status)}}));
   });
 }
 

@@ -64,6 +64,7 @@ class Api {
   void ReadEvents(const PathParams& params, HttpRequest req, Respond respond) const;
   void PostMessage(const PathParams& params, HttpRequest req, Respond respond) const;
   void CreateSession(const PathParams& params, HttpRequest req, Respond respond) const;
+  void CancelTurn(const PathParams& params, HttpRequest req, Respond respond) const;
   void HostInfo(const PathParams& params, HttpRequest req, Respond respond) const;
   void StreamWithoutUpgrade(const PathParams& params, HttpRequest req, Respond respond) const;
 

@@ -1,0 +1,166 @@
+#include "plugins/sessions/sessions_tools.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "agent/tool.h"
+#include "base/schema.h"
+#include "host/host.h"
+#include "plugins/sessions/session_service.h"
+
+namespace dsh::plugins::sessions {
+namespace {
+
+Json RowsToJson(const std::vector<SessionStatusRow>& rows) {
+  Json list = Json::array();
+  for (const auto& row : rows) list.push_back(StatusRowToJson(row));
+  return Json{{"sessions", std::move(list)}};
+}
+
+IntRule SafePositive() { return IntRule{.positive = true, .min = std::nullopt, .max = kMaxSafeInteger}; }
+
+struct StatusArgs {
+  std::optional<std::string> session_id;
+  std::optional<int64_t> recent_n;
+};
+
+class SessionStatusTool final : public agent::TypedTool<StatusArgs> {
+ public:
+  explicit SessionStatusTool(SessionService service)
+      : TypedTool("session_status",
+                  ObjectSchema<StatusArgs>(
+                      "Status of sessions: with session_id, exactly one row for that session (running, idle, "
+                      "cold or missing); otherwise the most recently updated sessions, newest first. Read-only: "
+                      "never resumes a session.")
+                      .Optional("session_id", &StatusArgs::session_id, "One exact session to report.")
+                      .Optional("recent_n", &StatusArgs::recent_n, "How many recent sessions to list (default 50).",
+                                SafePositive())),
+        service_(service) {}
+
+ protected:
+  void Run(const agent::ToolContext&, StatusArgs args, Done done) override {
+    if (args.session_id) {
+      return service_.Exact(*args.session_id, [done = std::move(done)](Result<SessionStatusRow> row) {
+        if (!row.ok()) return done(row.status());
+        done(Json{{"sessions", Json::array({StatusRowToJson(*row)})}});
+      });
+    }
+    service_.Recent(args.recent_n.value_or(SessionService::kDefaultRecent),
+                    [done = std::move(done)](Result<std::vector<SessionStatusRow>> rows) {
+                      if (!rows.ok()) return done(rows.status());
+                      done(RowsToJson(*rows));
+                    });
+  }
+
+ private:
+  SessionService service_;
+};
+
+struct ReadArgs {
+  std::string session_id;
+  std::optional<int64_t> offset;
+  std::optional<int64_t> limit;
+};
+
+class SessionReadTool final : public agent::TypedTool<ReadArgs> {
+ public:
+  explicit SessionReadTool(SessionService service)
+      : TypedTool("session_read",
+                  ObjectSchema<ReadArgs>(
+                      "Reads a window of a session's conversation (user, assistant and tool messages) without "
+                      "resuming it.")
+                      .Field("session_id", &ReadArgs::session_id, "The session to read.")
+                      .Optional("offset", &ReadArgs::offset, "1-based first message to return (default 1).",
+                                SafePositive())
+                      .Optional("limit", &ReadArgs::limit, "At most this many messages (default and maximum 200).",
+                                IntRule{.positive = true, .min = std::nullopt, .max = SessionService::kMaxReadLimit})),
+        service_(service) {}
+
+ protected:
+  void Run(const agent::ToolContext&, ReadArgs args, Done done) override {
+    service_.Read(args.session_id, args.offset.value_or(1), args.limit.value_or(SessionService::kMaxReadLimit),
+                  [done = std::move(done)](Result<ReadWindow> w) {
+                    if (!w.ok()) return done(w.status());
+                    done(Json{{"session_id", w->session_id},
+                              {"offset", w->offset},
+                              {"messages", w->messages},
+                              {"total_messages", w->total_messages},
+                              {"footer", ReadFooter(*w)}});
+                  });
+  }
+
+ private:
+  SessionService service_;
+};
+
+struct ListArgs {
+  std::optional<int64_t> limit;
+};
+
+class ListSessionsTool final : public agent::TypedTool<ListArgs> {
+ public:
+  explicit ListSessionsTool(SessionService service)
+      : TypedTool("list_sessions",
+                  ObjectSchema<ListArgs>(
+                      "Lists live and cold sessions, most recently updated first, with their durable titles. "
+                      "Read-only.")
+                      .Optional("limit", &ListArgs::limit, "How many sessions to list (default 50).", SafePositive())),
+        service_(service) {}
+
+ protected:
+  void Run(const agent::ToolContext&, ListArgs args, Done done) override {
+    service_.Recent(args.limit.value_or(SessionService::kDefaultRecent),
+                    [done = std::move(done)](Result<std::vector<SessionStatusRow>> rows) {
+                      if (!rows.ok()) return done(rows.status());
+                      done(RowsToJson(*rows));
+                    });
+  }
+
+ private:
+  SessionService service_;
+};
+
+struct CheckArgs {
+  std::string session_id;
+};
+
+class CheckSessionStatusTool final : public agent::TypedTool<CheckArgs> {
+ public:
+  explicit CheckSessionStatusTool(SessionService service)
+      : TypedTool("check_session_status",
+                  ObjectSchema<CheckArgs>(
+                      "The status of one exact session: running, idle, cold or missing. Never resumes it.")
+                      .Field("session_id", &CheckArgs::session_id, "The session to check.")),
+        service_(service) {}
+
+ protected:
+  void Run(const agent::ToolContext&, CheckArgs args, Done done) override {
+    service_.Exact(args.session_id, [done = std::move(done)](Result<SessionStatusRow> row) {
+      if (!row.ok()) return done(row.status());
+      done(StatusRowToJson(*row));
+    });
+  }
+
+ private:
+  SessionService service_;
+};
+
+}  // namespace
+
+Status RegisterSessionsTools(agent::ToolRegistry& tools, session::SessionStore& store,
+                             const agent::AgentManager& agents) {
+  SessionService service(store, agents);
+  DSH_RETURN_IF_ERROR(tools.Register(std::make_unique<SessionStatusTool>(service), kToolGroup));
+  DSH_RETURN_IF_ERROR(tools.Register(std::make_unique<SessionReadTool>(service), kToolGroup));
+  DSH_RETURN_IF_ERROR(tools.Register(std::make_unique<ListSessionsTool>(service), kToolGroup));
+  DSH_RETURN_IF_ERROR(tools.Register(std::make_unique<CheckSessionStatusTool>(service), kToolGroup));
+  return Status::Ok();
+}
+
+Status RegisterSessionsPlugin(host::Host& host) {
+  return RegisterSessionsTools(host.tools(), host.sessions(), host.agents());
+}
+
+}  // namespace dsh::plugins::sessions

@@ -14,6 +14,7 @@
 #include "app/version.h"
 #include "base/log.h"
 #include "host/host.h"
+#include "plugins/sessions/sessions_tools.h"
 #include "server/api.h"
 #include "server/http_server.h"
 
@@ -60,6 +61,7 @@ int RunWeb(const WebFlags& flags, CommandContext& ctx) {
   int port = flags.port >= 0 ? flags.port : host->config().server.port;
 
   unsigned threads = std::max(2u, std::min(4u, std::thread::hardware_concurrency()));
+  if (Status st = plugins::sessions::RegisterSessionsPlugin(*host); !st.ok()) return Fail(ctx, st);
   if (Status st = host->Start(threads); !st.ok()) return Fail(ctx, st);
   boost::asio::io_context& ioc = host->io();
   server::Api api({token, kVersion}, {.tools = host->tools(),

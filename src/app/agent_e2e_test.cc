@@ -223,5 +223,22 @@ TEST_F(AgentE2E, CancelEndsTheRunningTurn) {
   EXPECT_EQ(Call("POST", "/api/sessions/ses_nope/cancel", Json::object(), 404)["error"]["code"], "not_found");
 }
 
+TEST_F(AgentE2E, SessionsToolsSeeLiveSessionsAndReadTheirConversation) {
+  Start();
+  std::string id = CreateSession();
+  Send(id, "what is on the list?");
+  StreamUntilTurnEnds(id, 1);
+  Json status = Call("POST", "/api/tools/session_status", {{"args", {{"session_id", id}}}});
+  ASSERT_EQ(status["result"]["sessions"].size(), 1u) << status.dump();
+  Json row = status["result"]["sessions"][0];
+  EXPECT_EQ(row["session_id"], id);
+  EXPECT_EQ(row["title"], "what is on the list?");
+  EXPECT_TRUE(row["status"] == "idle" || row["status"] == "running") << row.dump();
+  Json read = Call("POST", "/api/tools/session_read", {{"args", {{"session_id", id}}}});
+  EXPECT_EQ(read["result"]["total_messages"], 2) << read.dump();
+  EXPECT_EQ(Call("POST", "/api/tools/session_status", {{"args", {{"recent_n", 0}}}}, 400)["error"]["code"],
+            "invalid_arguments");
+}
+
 }  // namespace
 }  // namespace dsh::app

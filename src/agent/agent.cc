@@ -175,6 +175,7 @@ void Agent::Stop(bool only_if_idle, std::function<void(bool)> done) {
     }
     self->stopping_ = true;
     if (self->cancel_) self->cancel_->Cancel();
+    if (self->title_cancel_) self->title_cancel_->Cancel();  // a stop never waits for a title
     done(true);
     self->Halted();  // reports the stop once nothing is outstanding
   });
@@ -443,7 +444,8 @@ void Agent::MaybeGenerateTitle() {
                           "message below. Answer with the title only, without quotes.",
                           {}, "", ""});
   req.messages.push_back({ModelMessage::Role::kUser, first, {}, "", ""});
-  (*adapter)->Stream(std::move(req), std::make_shared<CancelToken>(), nullptr,
+  title_cancel_ = std::make_shared<CancelToken>();
+  (*adapter)->Stream(std::move(req), title_cancel_, nullptr,
                      OnStrand<Result<ModelResponse>>([this](Result<ModelResponse> r) {
                        if (!r.ok()) {
                          spdlog::info("session {}: no generated title: {}", header_.id, r.status().ToString());

@@ -117,6 +117,7 @@ class Agent : public std::enable_shared_from_this<Agent> {
   std::shared_ptr<CancelToken> cancel_;
   std::vector<std::function<void(Status)>> idle_waiters_;
   bool title_requested_ = false;
+  std::shared_ptr<CancelToken> title_cancel_;  // the generated-title call, if one was made
 
   std::atomic<bool> running_flag_{false};
   std::atomic<int64_t> idle_since_ms_{0};

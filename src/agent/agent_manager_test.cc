@@ -513,6 +513,22 @@ TEST_F(AgentTest, AnInterruptedTurnContinuesOnceWhenTheSessionIsNextLive) {
   EXPECT_EQ(PendingRows(), 0);
 }
 
+TEST_F(AgentTest, StoppingDoesNotWaitForATitleBeingGenerated) {
+  Close();
+  generate_titles_ = true;
+  Open();
+  model_.Push(ScriptedModel::Text("answer"));
+  model_.Push(ScriptedModel::Hold(ScriptedModel::Text("A Title That Never Comes")));
+  std::string id = CreateSession();
+  ASSERT_TRUE(Deliver(id, "hello").ok());
+  waiter_.WaitForTurnEnds(id, 1);
+  ASSERT_TRUE(model_.WaitForRequests(2));  // the title request is in flight
+  auto stopped = std::async(std::launch::async, [&] { manager_->Stop(); });
+  EXPECT_EQ(stopped.wait_for(10s), std::future_status::ready);
+  stopped.wait();
+  EXPECT_EQ(EventWaiter::Count(Log(id), et::kTitleGenerated), 0u);
+}
+
 TEST_F(AgentTest, TwoHostsNeverRunTheSameSession) {
   second_ = MakeManager();
   second_->Start();

@@ -477,9 +477,14 @@ Attempt OpenAiModel::Perform(CURLM* multi, const Call& call, const std::string& 
     }
     auto now = Clock::now();
     if (!connected) {
-      curl_off_t connect_us = 0;
-      if (curl_easy_getinfo(h, CURLINFO_CONNECT_TIME_T, &connect_us) == CURLE_OK && connect_us > 0) {
-        connected = true;  // the idle clock starts once connected; connect_timeout covers before
+      // The idle clock starts once connected; connect_timeout covers before.
+      // A reused keep-alive connection reports no connect time, only the
+      // time until the transfer began.
+      curl_off_t connect_us = 0, pretransfer_us = 0;
+      bool fresh = curl_easy_getinfo(h, CURLINFO_CONNECT_TIME_T, &connect_us) == CURLE_OK && connect_us > 0;
+      bool reused = curl_easy_getinfo(h, CURLINFO_PRETRANSFER_TIME_T, &pretransfer_us) == CURLE_OK && pretransfer_us > 0;
+      if (fresh || reused) {
+        connected = true;
         t.last_activity = std::max(t.last_activity, now);
       }
     }

@@ -337,6 +337,19 @@ TEST(OpenAiModel, AServerThatNeverAnswersTimesOutWithoutRetrying) {
   EXPECT_EQ(server.requests().size(), 1u);
 }
 
+TEST(OpenAiModel, AServerThatStopsAnsweringOnAReusedConnectionTimesOut) {
+  FakeChatServer server;
+  server.Enqueue(testing::TextReply("first"));
+  server.SetDefault(testing::Hang());
+  auto options = Options(server);
+  options.workers = 1;  // one worker, so the second call reuses the first call's connection
+  options.idle_timeout = milliseconds(300);
+  auto model = MakeOpenAiModel(options);
+  ASSERT_TRUE(Start(*model)->Get().ok());
+  auto r = Start(*model)->Get();
+  EXPECT_EQ(r.status().code(), "model_timeout") << r.status().ToString();
+}
+
 TEST(OpenAiModel, AStreamThatKeepsTricklingDoesNotTimeOut) {
   FakeChatServer server;
   // Seven writes 150 ms apart: over a second in all, never 300 ms silent.

@@ -109,7 +109,7 @@ void AgentManager::Resume(const std::string& session_id, std::function<void(Stat
 }
 
 void AgentManager::ResumeWith(const std::string& session_id, std::vector<InboxMessage> extra,
-                              std::function<void(Status)> done) {
+                              std::function<void(Status)> done, std::optional<session::ModelRoute> route) {
   {
     std::lock_guard lock(mu_);
     if (stopped_) return done(Status(codes::kShuttingDown, "the host is stopping"));
@@ -139,11 +139,12 @@ void AgentManager::ResumeWith(const std::string& session_id, std::vector<InboxMe
         DSH_ASSIGN_OR_RETURN(*acquired, agent_store::AcquireLease(tx, session_id, holder_, now, expires));
         return Status::Ok();
       },
-      [this, session_id, acquired](Status st) {
+      [this, session_id, acquired, route = std::move(route)](Status st) {
         if (st.ok() && !*acquired) st = Status("session_busy", "session " + session_id + " is live in another host");
         if (!st.ok()) return FinishResume(session_id, st);
-        sessions_.GetAsync(session_id, [this, session_id](Result<session::SessionHeader> header) {
+        sessions_.GetAsync(session_id, [this, session_id, route](Result<session::SessionHeader> header) {
           if (!header.ok()) return FinishResume(session_id, header.status());
+          if (route) header->route = *route;
           sessions_.ReadEventsAsync(
               session_id, 0, std::numeric_limits<int64_t>::max(),
               [this, session_id, header = *header](Result<std::vector<session::Event>> events) {
@@ -216,6 +217,40 @@ void AgentManager::Create(session::NewSession session, std::function<void(Result
   });
 }
 
+void AgentManager::CreateWith(session::NewSession session, Delivery first, std::function<void(Result<Created>)> done) {
+  if (IsBlank(first.text)) return done(InvalidArguments("the first message must not be empty"));
+  if (!first.meta.is_object()) return done(InvalidArguments("delivery meta must be a JSON object"));
+  {
+    std::lock_guard lock(mu_);
+    if (stopped_) return done(Status(codes::kShuttingDown, "the host is stopping"));
+  }
+  if (!session.id) session.id = NewId("ses_", clock_);
+  auto msg = std::make_shared<InboxMessage>();
+  msg->message_id = NewId("msg_", clock_);
+  msg->session_id = *session.id;
+  msg->mode = first.mode;
+  msg->wakeup = true;
+  msg->text = std::move(first.text);
+  msg->meta = std::move(first.meta);
+  msg->created_at = ToUnixMillis(clock_.Now());
+  sessions_.CreateWithAsync(
+      std::move(session),
+      [msg](store::Tx& tx, const session::SessionHeader&) {
+        return agent_store::Insert(tx, *msg, std::nullopt).status();
+      },
+      [this, msg, done = std::move(done)](Result<session::SessionHeader> h) {
+        if (!h.ok()) return done(h.status());
+        // Going live reads the pending first message and starts its turn.
+        ResumeWith(h->id, {}, [done, created = Created{*h, msg->message_id}](Status st) {
+          if (!st.ok()) {
+            spdlog::warn("session {}: created, but it could not go live yet (its first message stays pending): {}",
+                         created.header.id, st.ToString());
+          }
+          done(created);
+        });
+      });
+}
+
 void AgentManager::Deliver(Delivery d, std::function<void(Result<Delivered>)> done) {
   if (IsBlank(d.text)) return done(InvalidArguments("`message` must not be empty"));
   if (!d.meta.is_object()) return done(InvalidArguments("delivery meta must be a JSON object"));
@@ -234,11 +269,11 @@ void AgentManager::Deliver(Delivery d, std::function<void(Result<Delivered>)> do
   // A live agent here may take the message straight into a new turn, in the
   // same transaction that accepts it; otherwise it goes to the inbox alone.
   if (auto agent = Find(msg->session_id)) return agent->Deliver(std::move(*msg), std::move(d.key), std::move(done));
-  Accept(std::move(*msg), std::move(d.key), std::move(done));
+  Accept(std::move(*msg), std::move(d.key), std::move(done), std::move(d.resume_route));
 }
 
 void AgentManager::Accept(InboxMessage message, std::optional<std::string> key,
-                          std::function<void(Result<Delivered>)> done) {
+                          std::function<void(Result<Delivered>)> done, std::optional<session::ModelRoute> resume_route) {
   auto msg = std::make_shared<InboxMessage>(std::move(message));
   auto inserted = std::make_shared<agent_store::Inserted>();
   db_.Write(
@@ -246,14 +281,14 @@ void AgentManager::Accept(InboxMessage message, std::optional<std::string> key,
         DSH_ASSIGN_OR_RETURN(*inserted, agent_store::Insert(tx, *msg, key));
         return Status::Ok();
       },
-      [this, msg, inserted, done = std::move(done)](Status st) {
+      [this, msg, inserted, done = std::move(done), resume_route = std::move(resume_route)](Status st) {
         if (!st.ok()) return done(st);
-        if (!inserted->duplicate) Route(*msg);
+        if (!inserted->duplicate) Route(*msg, resume_route);
         done(Delivered{inserted->message_id, inserted->duplicate});
       });
 }
 
-void AgentManager::Route(const InboxMessage& msg) {
+void AgentManager::Route(const InboxMessage& msg, std::optional<session::ModelRoute> resume_route) {
   {
     std::lock_guard lock(mu_);
     if (stopped_) return;
@@ -267,17 +302,18 @@ void AgentManager::Route(const InboxMessage& msg) {
       return;
     }
   }
-  if (msg.wakeup) ResumeForPending(msg.session_id);  // else it waits in the inbox for the next turn
+  // Else it waits in the inbox for the next turn.
+  if (msg.wakeup) ResumeForPending(msg.session_id, std::move(resume_route));
 }
 
-void AgentManager::ResumeForPending(const std::string& session_id) {
+void AgentManager::ResumeForPending(const std::string& session_id, std::optional<session::ModelRoute> route) {
   // Resuming reads the session's pending messages.
   ResumeWith(session_id, {}, [session_id](Status st) {
     if (!st.ok() && st.code() != "session_busy" && st.code() != codes::kShuttingDown) {
       spdlog::warn("session {}: could not resume it for a delivered message (the next sweep retries): {}", session_id,
                    st.ToString());
     }
-  });
+  }, std::move(route));
 }
 
 void AgentManager::RunMaintenance(const std::string& session_id, MaintenanceTask task, std::function<void(Status)> done) {

@@ -65,11 +65,20 @@ struct Delivery {
   bool wakeup = true;  // false: waits for a turn that starts for another reason
   std::optional<std::string> key;  // idempotency key, unique per session
   Json meta = Json::object();      // copied into the user message event (`origin`, `loop_id`, ...)
+  // The route a cold session runs with when this delivery resumes it here
+  // (session_send from an agent: the caller's route). Not persisted; ignored
+  // when the session is live or already being resumed.
+  std::optional<session::ModelRoute> resume_route;
 };
 
 struct Delivered {
   std::string message_id;
   bool duplicate = false;  // the key was seen before; nothing was delivered
+};
+
+struct Created {
+  session::SessionHeader header;
+  std::string message_id;  // the first message's
 };
 
 // The live agents of one host and the way to reach any session's agent.
@@ -114,6 +123,14 @@ class AgentManager {
   void Resume(const std::string& session_id, std::function<void(Status)> done);
   // Creates a session and makes it live.
   void Create(session::NewSession session, std::function<void(Result<session::SessionHeader>)> done);
+  // Creates a session and accepts its first message in the same transaction
+  // (`first.session_id` and `first.key` are ignored), then makes it live,
+  // which starts the first turn. Answers once both committed: when the
+  // session cannot go live at once (the host is stopping), the message stays
+  // pending and runs when the session is next live. Errors:
+  // `invalid_arguments` (blank text), `shutting_down`, storage errors;
+  // nothing is created on error.
+  void CreateWith(session::NewSession session, Delivery first, std::function<void(Result<Created>)> done);
 
   // Accepts a message durably (see Delivery). Errors: `invalid_arguments`
   // (blank text), `not_found` (no such session; nothing is created),
@@ -148,11 +165,14 @@ class AgentManager {
   void PollInbox();
   void ReloadPending(std::shared_ptr<Agent> agent);
   // Writes a message to the inbox, then routes it.
-  void Accept(InboxMessage message, std::optional<std::string> key, std::function<void(Result<Delivered>)> done);
+  void Accept(InboxMessage message, std::optional<std::string> key, std::function<void(Result<Delivered>)> done,
+              std::optional<session::ModelRoute> resume_route = std::nullopt);
   // Hands a committed message to its live agent, or resumes its session.
-  void Route(const InboxMessage& message);
-  void ResumeForPending(const std::string& session_id);
-  void ResumeWith(const std::string& session_id, std::vector<InboxMessage> extra, std::function<void(Status)> done);
+  void Route(const InboxMessage& message, std::optional<session::ModelRoute> resume_route);
+  void ResumeForPending(const std::string& session_id, std::optional<session::ModelRoute> route = std::nullopt);
+  // `route` replaces the persisted route for this run of the session.
+  void ResumeWith(const std::string& session_id, std::vector<InboxMessage> extra, std::function<void(Status)> done,
+                  std::optional<session::ModelRoute> route = std::nullopt);
   void Activate(session::SessionHeader header, std::vector<session::Event> events, std::vector<InboxMessage> pending);
   void FinishResume(const std::string& session_id, const Status& status);
   void StopAgents(std::vector<std::shared_ptr<Agent>> agents, bool only_if_idle);

@@ -407,6 +407,54 @@ TEST_F(AgentTest, DeliveryToAColdSessionResumesIt) {
   EXPECT_EQ(missing.get_future().get(), AgentStatus::kMissing);
 }
 
+TEST_F(AgentTest, AResumeRouteRunsAColdSessionWithItWithoutPersistingIt) {
+  session::NewSession s;
+  s.route = {"scripted", "m2", std::nullopt};
+  auto h = sessions_->Create(s);
+  ASSERT_TRUE(h.ok());
+  Delivery d{h->id, "wake up", DeliveryMode::kSteer, true, std::nullopt, Json::object()};
+  d.resume_route = session::ModelRoute{"scripted", "m3", "high"};
+  std::promise<Result<Delivered>> p;
+  manager_->Deliver(d, [&](Result<Delivered> r) { p.set_value(std::move(r)); });
+  ASSERT_TRUE(p.get_future().get().ok());
+  waiter_.WaitForTurnEnds(h->id, 1);
+  EXPECT_EQ(model_.requests().at(0).model, "m3");
+  EXPECT_EQ(model_.requests().at(0).reasoning_effort, std::optional<std::string>("high"));
+  EXPECT_EQ(sessions_->Get(h->id)->route, s.route);  // the header keeps its own route
+  // A live session ignores it.
+  d.text = "again";
+  d.resume_route = session::ModelRoute{"scripted", "m4", std::nullopt};
+  std::promise<Result<Delivered>> again;
+  manager_->Deliver(d, [&](Result<Delivered> r) { again.set_value(std::move(r)); });
+  ASSERT_TRUE(again.get_future().get().ok());
+  waiter_.WaitForTurnEnds(h->id, 2);
+  EXPECT_EQ(model_.requests().at(1).model, "m3");
+}
+
+TEST_F(AgentTest, CreateWithAcceptsTheFirstMessageWithTheSessionAndRunsIt) {
+  session::NewSession s;
+  s.route = {"scripted", "m1", "low"};
+  s.preset = "reviewer";
+  std::promise<Result<Created>> p;
+  manager_->CreateWith(s, Delivery{"ignored", "start here", DeliveryMode::kSteer, true, std::nullopt, {{"origin", "test"}}},
+                       [&](Result<Created> r) { p.set_value(std::move(r)); });
+  auto created = p.get_future().get();
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  EXPECT_TRUE(manager_->LiveStatus(created->header.id).has_value());
+  auto log = waiter_.WaitForTurnEnds(created->header.id, 1);
+  EXPECT_EQ(Texts(log, et::kUserMessage), std::vector<std::string>{"start here"});
+  auto user = std::find_if(log.begin(), log.end(), [](const Event& e) { return e.type == et::kUserMessage; });
+  EXPECT_EQ(user->data["message_id"], created->message_id);
+  EXPECT_EQ(model_.requests().at(0).reasoning_effort, std::optional<std::string>("low"));
+  EXPECT_EQ(model_.requests().at(0).messages.at(0).text, "You are reviewer.\n\nSession: " + created->header.id);
+  // A blank first message creates nothing.
+  std::promise<Result<Created>> blank;
+  manager_->CreateWith(s, Delivery{"", " ", DeliveryMode::kSteer, true, std::nullopt, Json::object()},
+                       [&](Result<Created> r) { blank.set_value(std::move(r)); });
+  EXPECT_EQ(blank.get_future().get().status().code(), "invalid_arguments");
+  EXPECT_EQ(sessions_->ListRecent(10)->size(), 1u);
+}
+
 TEST_F(AgentTest, ModelErrorEndsTheTurnAndTheNextMessageWorks) {
   model_.Push(ScriptedModel::Error("model_error", "HTTP 500: boom"));
   std::string id = CreateSession();

@@ -392,8 +392,16 @@ Result<SessionHeader> SessionStore::Create(const NewSession& s) {
 }
 
 void SessionStore::CreateAsync(NewSession s, Callback<SessionHeader> done) {
+  CreateWithAsync(std::move(s), nullptr, std::move(done));
+}
+
+void SessionStore::CreateWithAsync(NewSession s, CreateAlsoFn also, Callback<SessionHeader> done) {
   WriteAsync<SessionHeader>(
-      [this, s = std::move(s)](Tx& tx) { return CreateTx(tx, s, ToUnixMillis(clock_.Now()), clock_); },
+      [this, s = std::move(s), also = std::move(also)](Tx& tx) -> Result<SessionHeader> {
+        DSH_ASSIGN_OR_RETURN(SessionHeader h, CreateTx(tx, s, ToUnixMillis(clock_.Now()), clock_));
+        if (also) DSH_RETURN_IF_ERROR(also(tx, h));
+        return h;
+      },
       std::move(done));
 }
 

@@ -49,6 +49,11 @@ class SessionStore {
   // Creates an empty session (updated_at = created_at = now).
   Result<SessionHeader> Create(const NewSession& s);
   void CreateAsync(NewSession s, Callback<SessionHeader> done);
+  // Like CreateAsync, and runs `also` in the same transaction after the
+  // header was inserted: both commit or neither does. Used to accept a new
+  // session's first message together with the session.
+  using CreateAlsoFn = std::function<Status(store::Tx&, const SessionHeader&)>;
+  void CreateWithAsync(NewSession s, CreateAlsoFn also, Callback<SessionHeader> done);
 
   // Appends `events` atomically (all or none) with consecutive seqs after the
   // session's last one; returns them as stored. Title events also update the

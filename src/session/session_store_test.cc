@@ -181,6 +181,27 @@ TEST_F(SessionStoreTest, ForkCopiesThePrefixAndRecordsTheSeed) {
   EXPECT_EQ(store_->Fork("nope", 0, NewSession{.route = p.route}).status().code(), "not_found");
 }
 
+TEST_F(SessionStoreTest, CreateWithCommitsTheExtraWorkWithTheSessionOrNeither) {
+  auto create = [&](NewSession s, SessionStore::CreateAlsoFn also) {
+    std::promise<Result<SessionHeader>> p;
+    store_->CreateWithAsync(std::move(s), std::move(also), [&](Result<SessionHeader> r) { p.set_value(std::move(r)); });
+    return p.get_future().get();
+  };
+  std::string seen;
+  auto ok = create(NewSession{.id = "kept", .route = {"echo", "echo", std::nullopt}},
+                   [&](store::Tx&, const SessionHeader& h) {
+                     seen = h.id;
+                     return Status::Ok();
+                   });
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(seen, "kept");
+  auto failed = create(NewSession{.id = "gone", .route = {"echo", "echo", std::nullopt}},
+                       [](store::Tx&, const SessionHeader&) { return Status("boom", "the extra work failed"); });
+  EXPECT_EQ(failed.status().code(), "boom");
+  EXPECT_EQ(store_->Get("gone").status().code(), "not_found");
+  EXPECT_TRUE(store_->Get("kept").ok());
+}
+
 TEST_F(SessionStoreTest, TitlePrecedenceIsUserThenGeneratedThenFallback) {
   SessionHeader h = NewOne();
   auto title = [&] { return store_->ReadTitles({h.id})->at(h.id).Effective(); };

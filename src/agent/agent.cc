@@ -507,6 +507,7 @@ ToolContext Agent::MakeToolContext() const {
   ctx.model = header_.route.model;
   ctx.reasoning_effort = header_.route.reasoning_effort;
   ctx.preset = header_.preset;
+  ctx.cwd = header_.cwd;
   ctx.agent_call = true;
   return ctx;
 }

@@ -9,6 +9,7 @@
 
 #include "agent/agent.h"
 #include "base/ids.h"
+#include "base/strings.h"
 
 namespace dsh::agent {
 
@@ -30,7 +31,6 @@ namespace {
 int64_t MonoMillis(const Clock& clock) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(clock.MonotonicNow().time_since_epoch()).count();
 }
-bool IsBlank(const std::string& s) { return s.find_first_not_of(" \t\r\n") == std::string::npos; }
 }  // namespace
 
 AgentManager::AgentManager(boost::asio::io_context& ioc, store::Database& db, session::SessionStore& sessions,

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "agent/agent.h"
+#include "agent/testing/event_waiter.h"
 #include "agent/testing/fake_chat_server.h"
 #include "agent/testing/scripted_model.h"
 #include "base/testing/temp_dir.h"
@@ -17,43 +18,10 @@ namespace dsh::agent {
 namespace {
 
 using session::Event;
+using testing::EventWaiter;
 using testing::ScriptedModel;
 namespace et = session::event_types;
 using namespace std::chrono_literals;
-
-// Collects every committed event and lets a test wait for a condition on a
-// session's log without sleeping.
-class EventWaiter {
- public:
-  explicit EventWaiter(session::EventHub& hub)
-      : sub_(hub.SubscribeAll([this](const std::string& id, const std::vector<Event>& events) {
-          std::lock_guard lock(mu_);
-          auto& log = logs_[id];
-          log.insert(log.end(), events.begin(), events.end());
-          cv_.notify_all();
-        })) {}
-
-  // Waits until `pred(log)` holds; returns the log then (or fails the test).
-  std::vector<Event> WaitFor(const std::string& id, const std::function<bool(const std::vector<Event>&)>& pred,
-                             std::chrono::milliseconds timeout = 10s) {
-    std::unique_lock lock(mu_);
-    bool ok = cv_.wait_for(lock, timeout, [&] { return pred(logs_[id]); });
-    EXPECT_TRUE(ok) << "timed out waiting on the log of " << id;
-    return logs_[id];
-  }
-  std::vector<Event> WaitForTurnEnds(const std::string& id, size_t n) {
-    return WaitFor(id, [&](const std::vector<Event>& log) { return Count(log, event_types::kTurnEnd) >= n; });
-  }
-  static size_t Count(const std::vector<Event>& log, std::string_view type) {
-    return std::count_if(log.begin(), log.end(), [&](const Event& e) { return e.type == type; });
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<std::string, std::vector<Event>> logs_;
-  std::unique_ptr<session::EventHub::Subscription> sub_;
-};
 
 // A tool that records who called it and answers with its arguments.
 struct EchoArgs {

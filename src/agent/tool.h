@@ -24,6 +24,7 @@ struct ToolContext {
   std::optional<std::string> model;
   std::optional<std::string> reasoning_effort;
   std::optional<std::string> preset;
+  std::optional<std::string> cwd;  // the calling agent's session cwd
   bool agent_call = false;  // true for a model's tool call inside a turn
 };
 

@@ -240,5 +240,23 @@ TEST_F(AgentE2E, SessionsToolsSeeLiveSessionsAndReadTheirConversation) {
             "invalid_arguments");
 }
 
+TEST_F(AgentE2E, SessionCreateAndSendRunTurnsInTheHost) {
+  Start();
+  Json created = Call("POST", "/api/tools/session_create", {{"args", {{"prompt", "first task"}}}});
+  std::string id = created["result"]["session_id"];
+  EXPECT_EQ(created["result"]["status"], "queued") << created.dump();
+  EXPECT_EQ(Texts(StreamUntilTurnEnds(id, 1), "message/assistant"), std::vector<std::string>{"echo: first task"});
+  Json sent = Call("POST", "/api/tools/session_send", {{"args", {{"session_id", id}, {"message", "and more"}}}});
+  EXPECT_TRUE(sent["result"]["message_id"].get<std::string>().starts_with("msg_")) << sent.dump();
+  auto events = StreamUntilTurnEnds(id, 2);
+  EXPECT_EQ(Texts(events, "message/assistant"), (std::vector<std::string>{"echo: first task", "echo: and more"}));
+  EXPECT_EQ(Call("POST", "/api/tools/session_send", {{"args", {{"session_id", "ses_nope"}, {"message", "x"}}}}, 404)
+                ["error"]["code"],
+            "not_found");
+  EXPECT_EQ(Call("POST", "/api/tools/session_create", {{"args", {{"prompt", "x"}, {"cwd", "relative"}}}}, 400)
+                ["error"]["code"],
+            "invalid_arguments");
+}
+
 }  // namespace
 }  // namespace dsh::app

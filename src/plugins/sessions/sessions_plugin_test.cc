@@ -4,10 +4,14 @@
 #include <boost/asio/io_context.hpp>
 
 #include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <future>
 #include <thread>
 
 #include "agent/agent_manager.h"
+#include "agent/testing/event_waiter.h"
 #include "agent/testing/scripted_model.h"
 #include "base/testing/temp_dir.h"
 #include "plugins/sessions/sessions_tools.h"
@@ -38,11 +42,18 @@ class SessionsPluginTest : public ::testing::Test {
     agent::AgentManagerOptions options;
     options.sweep_interval = 20ms;
     options.generate_titles = false;
+    // Leases are renewed every 20 min of fake time: no background write
+    // lands between the before/after byte comparisons of the store.
+    options.lease_ttl = 1h;
     agent::AgentEnvironment env;
-    env.preset = [](const std::optional<std::string>&) { return agent::PresetView{}; };
+    env.preset = [](const std::optional<std::string>& preset) {
+      agent::PresetView v;
+      v.system_prompt = "You are " + preset.value_or("nobody") + ".";
+      return v;
+    };
     manager_ = std::make_unique<agent::AgentManager>(ioc_, *db_, *store_, router_, tools_, clock_, env, options);
     manager_->Start();
-    ASSERT_TRUE(RegisterSessionsTools(tools_, *store_, *manager_).ok());
+    ASSERT_TRUE(RegisterSessionsTools(tools_, *store_, *manager_, TestEnvironment()).ok());
   }
 
   void TearDown() override {
@@ -57,10 +68,48 @@ class SessionsPluginTest : public ::testing::Test {
     db_.reset();
   }
 
-  Result<Json> Call(const std::string& tool, const Json& args) {
+  // The deployment of these tests: presets default/reviewer/coder, models
+  // scripted/{dflt,m1,m2} with efforts low/high, one workspace `proj`.
+  CreateEnvironment TestEnvironment() {
+    std::filesystem::create_directories(dir_.File("proj/sub"));
+    CreateEnvironment env;
+    env.defaults = [this] {
+      session::NewSession s;
+      s.route = default_route_;
+      s.preset = default_preset_;
+      return s;
+    };
+    env.preset_exists = [](const std::string& id) { return id == "default" || id == "reviewer" || id == "coder"; };
+    env.validate_route = [](const session::ModelRoute& r) -> Status {
+      if (r.provider != "scripted") return Status("unknown_provider", "unknown provider " + r.provider);
+      if (r.model != "dflt" && r.model != "m1" && r.model != "m2") return Status("unknown_model", "unknown model " + r.model);
+      if (r.reasoning_effort && *r.reasoning_effort != "low" && *r.reasoning_effort != "high") {
+        return Status("invalid_reasoning_effort", "reasoning effort " + *r.reasoning_effort + " is not supported");
+      }
+      return Status::Ok();
+    };
+    env.workspaces = {{"proj", dir_.File("proj")}};
+    return env;
+  }
+
+  Result<Json> CallAs(const agent::ToolContext& ctx, const std::string& tool, const Json& args) {
     std::promise<Result<Json>> p;
-    tools_.Invoke(tool, agent::ToolContext{}, args, [&](Result<Json> r) { p.set_value(std::move(r)); });
+    tools_.Invoke(tool, ctx, args, [&](Result<Json> r) { p.set_value(std::move(r)); });
     return p.get_future().get();
+  }
+  Result<Json> Call(const std::string& tool, const Json& args) { return CallAs(agent::ToolContext{}, tool, args); }
+  // What an agent of session `id` passes to its tool calls.
+  static agent::ToolContext AgentCaller(const session::SessionHeader& h) {
+    agent::ToolContext ctx;
+    ctx.session_id = h.id;
+    ctx.delegation_depth = h.delegation_depth;
+    ctx.provider = h.route.provider;
+    ctx.model = h.route.model;
+    ctx.reasoning_effort = h.route.reasoning_effort;
+    ctx.preset = h.preset;
+    ctx.cwd = h.cwd;
+    ctx.agent_call = true;
+    return ctx;
   }
   Json Ok(const std::string& tool, const Json& args) {
     auto r = Call(tool, args);
@@ -112,6 +161,20 @@ class SessionsPluginTest : public ::testing::Test {
     EXPECT_TRUE(titles.ok());
     for (const auto& [id, t] : *titles) out.push_back({id, t.user.value_or("-"), t.generated.value_or("-"), t.fallback.value_or("-")});
     for (const auto& [id, st] : manager_->LiveSessions()) out.push_back({id, std::string(agent::AgentStatusName(st))});
+    auto pending = db_->ReadValue<int64_t>([](store::Tx& tx) -> Result<int64_t> {
+      int64_t n = 0;
+      DSH_RETURN_IF_ERROR(tx.Query("SELECT COUNT(*) FROM inbox", {}, [&](const store::Row& row) {
+        n = row.Int(0);
+        return Status::Ok();
+      }));
+      return n;
+    });
+    out.push_back({"inbox rows", pending.ok() ? *pending : -1});
+    // And the bytes of the database files: nothing was written at all.
+    for (const char* file : {"dsh.db", "dsh.db-wal"}) {
+      std::ifstream in(dir_.File(file), std::ios::binary);
+      out.push_back({file, std::hash<std::string>{}(std::string(std::istreambuf_iterator<char>(in), {}))});
+    }
     return out.dump();
   }
 
@@ -129,10 +192,15 @@ class SessionsPluginTest : public ::testing::Test {
 
   // Expects `invalid_arguments` naming `field`, and an unchanged store.
   void ExpectRejected(const std::string& tool, const Json& args, const std::string& field) {
+    ExpectRejectedAs(agent::ToolContext{}, tool, args, field);
+  }
+  // The same for a caller `ctx`, with the expected error code.
+  void ExpectRejectedAs(const agent::ToolContext& ctx, const std::string& tool, const Json& args,
+                        const std::string& field, const std::string& code = codes::kInvalidArguments) {
     std::string before = Snapshot();
-    auto r = Call(tool, args);
+    auto r = CallAs(ctx, tool, args);
     ASSERT_FALSE(r.ok()) << tool << " accepted " << args.dump();
-    EXPECT_EQ(r.status().code(), codes::kInvalidArguments) << args.dump();
+    EXPECT_EQ(r.status().code(), code) << args.dump() << ": " << r.status().ToString();
     EXPECT_NE(r.status().message().find(field), std::string::npos)
         << tool << " " << args.dump() << ": " << r.status().message();
     EXPECT_EQ(Snapshot(), before) << tool << " " << args.dump();
@@ -150,10 +218,14 @@ class SessionsPluginTest : public ::testing::Test {
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work_;
   std::vector<std::thread> threads_;
   std::unique_ptr<agent::AgentManager> manager_;
+  agent::testing::EventWaiter waiter_{hub_};
+  session::ModelRoute default_route_{"scripted", "dflt", std::nullopt};
+  std::optional<std::string> default_preset_ = "default";
 };
 
-TEST_F(SessionsPluginTest, RegistersTheReadOnlyToolsInTheSessionsGroup) {
-  for (const char* name : {"session_status", "session_read", "list_sessions", "check_session_status"}) {
+TEST_F(SessionsPluginTest, RegistersTheToolsInTheSessionsGroup) {
+  for (const char* name :
+       {"session_status", "session_read", "session_send", "session_create", "list_sessions", "check_session_status"}) {
     ASSERT_NE(tools_.Find(name), nullptr) << name;
     EXPECT_EQ(tools_.GroupOf(name), "sessions");
     EXPECT_EQ(tools_.Find(name)->parameters()["additionalProperties"], false);
@@ -454,6 +526,320 @@ TEST_F(SessionReadTest, RejectsEveryInvalidArgumentNamingTheField) {
     ExpectRejected("session_read", {{"session_id", id}, {"offset", bad}}, "offset");
     ExpectRejected("session_read", {{"session_id", id}, {"limit", bad}}, "limit");
   }
+}
+
+
+// session_send and session_create: the writing half.
+class SessionWriteTest : public SessionsPluginTest {
+ protected:
+  // A session (cold unless `live`) with this preset, route and cwd.
+  session::SessionHeader Make(std::optional<std::string> preset, session::ModelRoute route,
+                              std::optional<std::string> cwd = std::nullopt, bool live = false) {
+    clock_.Advance(1s);
+    session::NewSession s;
+    s.preset = std::move(preset);
+    s.route = std::move(route);
+    s.cwd = std::move(cwd);
+    if (!live) {
+      auto h = store_->Create(s);
+      EXPECT_TRUE(h.ok()) << h.status().ToString();
+      return h.ok() ? *h : session::SessionHeader{};
+    }
+    std::promise<Result<session::SessionHeader>> p;
+    manager_->Create(s, [&](Result<session::SessionHeader> r) { p.set_value(std::move(r)); });
+    auto h = p.get_future().get();
+    EXPECT_TRUE(h.ok()) << h.status().ToString();
+    return h.ok() ? *h : session::SessionHeader{};
+  }
+  session::SessionHeader Header(const std::string& id) {
+    auto h = store_->Get(id);
+    EXPECT_TRUE(h.ok()) << h.status().ToString();
+    return h.ok() ? *h : session::SessionHeader{};
+  }
+  std::vector<std::string> UserTexts(const std::string& id) {
+    std::vector<std::string> out;
+    auto events = store_->ReadEvents(id, 0, 10'000);
+    for (const auto& e : *events) {
+      if (e.type == et::kUserMessage) out.push_back(e.data.value("text", ""));
+    }
+    return out;
+  }
+  static std::vector<std::string> RequestUserTexts(const agent::ModelRequest& r) {
+    std::vector<std::string> out;
+    for (const auto& m : r.messages) {
+      if (m.role == agent::ModelMessage::Role::kUser) out.push_back(m.text);
+    }
+    return out;
+  }
+  // Creates through the tool as `ctx`; returns the new session's header once
+  // its first turn ended.
+  session::SessionHeader Created(const agent::ToolContext& ctx, const Json& args) {
+    auto r = CallAs(ctx, "session_create", args);
+    EXPECT_TRUE(r.ok()) << args.dump() << ": " << r.status().ToString();
+    if (!r.ok()) return {};
+    std::string id = (*r)["session_id"];
+    waiter_.WaitForTurnEnds(id, 1);
+    std::promise<Status> idle;  // the agent has taken in the end of its turn
+    manager_->WhenIdle(id, [&](Status st) { idle.set_value(st); });
+    EXPECT_TRUE(idle.get_future().get().ok());
+    return Header(id);
+  }
+  session::ModelRoute Route(const char* model, std::optional<std::string> effort = std::nullopt) {
+    return {"scripted", model, std::move(effort)};
+  }
+};
+
+TEST_F(SessionWriteTest, SessionSendDefaultsToSteerAndDispatchesTheMatchingAgentMethod) {
+  auto h = Make("default", Route("m1"), std::nullopt, /*live=*/true);
+  // A running turn: its first model call answers with a tool call, so the
+  // turn has a step boundary after it.
+  model_.Push(ScriptedModel::Hold(ScriptedModel::ToolCalls({{"c1", "session_status", R"({"recent_n":1})"}})));
+  model_.Push(ScriptedModel::Text("done"));
+  ASSERT_TRUE(Call("session_send", {{"session_id", h.id}, {"message", "first"}}).ok());
+  ASSERT_TRUE(model_.WaitForRequests(1));
+  // No mode: a steer, taken at the running turn's next step.
+  auto steer = Call("session_send", {{"session_id", h.id}, {"message", "steer me"}});
+  ASSERT_TRUE(steer.ok()) << steer.status().ToString();
+  EXPECT_TRUE((*steer)["message_id"].get<std::string>().starts_with("msg_"));
+  EXPECT_EQ(steer->size(), 1u) << steer->dump();
+  // followup: its own next turn.
+  ASSERT_TRUE(Call("session_send", {{"session_id", h.id}, {"message", "later"}, {"mode", "followup"}}).ok());
+  ASSERT_TRUE(model_.Release());
+  auto log = waiter_.WaitForTurnEnds(h.id, 2);
+  auto requests = model_.requests();
+  ASSERT_EQ(requests.size(), 3u);
+  EXPECT_EQ(RequestUserTexts(requests[1]), (std::vector<std::string>{"first", "steer me"}));
+  EXPECT_EQ(RequestUserTexts(requests[2]), (std::vector<std::string>{"first", "steer me", "later"}));
+  EXPECT_EQ(agent::testing::EventWaiter::Count(log, agent::event_types::kTurnStart), 2u);
+}
+
+TEST_F(SessionWriteTest, SessionSendWakesIdleAgentsInBothSteerAndFollowupModes) {
+  for (const char* mode : {"steer", "followup"}) {
+    auto h = Make("default", Route("m1"), std::nullopt, /*live=*/true);
+    ASSERT_EQ(manager_->LiveStatus(h.id), agent::AgentStatus::kIdle);
+    ASSERT_TRUE(Call("session_send", {{"session_id", h.id}, {"message", std::string("wake ") + mode}, {"mode", mode}}).ok());
+    waiter_.WaitForTurnEnds(h.id, 1);
+    EXPECT_EQ(UserTexts(h.id), std::vector<std::string>{std::string("wake ") + mode});
+  }
+}
+
+TEST_F(SessionWriteTest, SessionSendResumesAColdSessionWithItsPresetAndAnAgentCallersRoute) {
+  auto caller = Make("coder", Route("m2", "high"), std::nullopt, /*live=*/true);
+  auto cold = Make("reviewer", Route("m1"));
+  ASSERT_TRUE(CallAs(AgentCaller(caller), "session_send", {{"session_id", cold.id}, {"message", "from an agent"}}).ok());
+  waiter_.WaitForTurnEnds(cold.id, 1);
+  auto req = model_.requests().at(0);
+  EXPECT_EQ(req.model, "m2");
+  EXPECT_EQ(req.reasoning_effort, std::optional<std::string>("high"));
+  EXPECT_EQ(req.messages.at(0).text, "You are reviewer.");
+  EXPECT_EQ(Header(cold.id).route, Route("m1")) << "the resume route is not persisted";
+  // A root call resumes with the persisted route.
+  auto other = Make("reviewer", Route("m1"));
+  ASSERT_TRUE(Call("session_send", {{"session_id", other.id}, {"message", "from a person"}}).ok());
+  waiter_.WaitForTurnEnds(other.id, 1);
+  EXPECT_EQ(model_.requests().at(1).model, "m1");
+}
+
+TEST_F(SessionWriteTest, SessionSendToAMissingSessionIsAnErrorAndCreatesNothing) {
+  ExpectRejectedAs(agent::ToolContext{}, "session_send", {{"session_id", "ses_missing"}, {"message", "hi"}},
+                   "ses_missing", codes::kNotFound);
+  EXPECT_TRUE(store_->ListRecent(10)->empty());
+}
+
+TEST_F(SessionWriteTest, SessionSendRejectsEveryInvalidArgumentNamingTheField) {
+  auto h = Make("default", Route("m1"));
+  ExpectRejected("session_send", {{"message", "hi"}}, "session_id");
+  ExpectRejected("session_send", {{"session_id", ""}, {"message", "hi"}}, "session_id");
+  ExpectRejected("session_send", {{"session_id", h.id}}, "message");
+  ExpectRejected("session_send", {{"session_id", h.id}, {"message", ""}}, "message");
+  ExpectRejected("session_send", {{"session_id", h.id}, {"message", " \n\t"}}, "message");
+  ExpectRejected("session_send", {{"session_id", h.id}, {"message", 5}}, "message");
+  ExpectRejected("session_send", {{"session_id", h.id}, {"message", "hi"}, {"mode", "now"}}, "mode");
+  ExpectRejected("session_send", {{"session_id", h.id}, {"message", "hi"}, {"mode", ""}}, "mode");
+  ExpectRejected("session_send", {{"session_id", h.id}, {"message", "hi"}, {"key", "k"}}, "key");
+  EXPECT_FALSE(manager_->LiveStatus(h.id).has_value());
+}
+
+TEST_F(SessionWriteTest, SessionCreateQueuesAnInitialPromptAndReturnsAQueuedResult) {
+  model_.Push(ScriptedModel::Hold(ScriptedModel::Text("working on it")));
+  auto r = Call("session_create", {{"prompt", "Summarize the logs"}});
+  // It answered while the model call is still held: it does not wait for generation.
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  std::string id = (*r)["session_id"];
+  EXPECT_EQ(*r, (Json{{"session_id", id}, {"accepted", true}, {"status", "queued"}}));
+  ASSERT_TRUE(model_.WaitForRequests(1));
+  EXPECT_EQ(manager_->LiveStatus(id), agent::AgentStatus::kRunning);
+  EXPECT_EQ(RequestUserTexts(model_.requests().at(0)), std::vector<std::string>{"Summarize the logs"});
+  ASSERT_TRUE(model_.Release());
+  waiter_.WaitForTurnEnds(id, 1);
+  auto h = Header(id);
+  EXPECT_EQ(h.origin, "session_create");
+  EXPECT_EQ(h.delegation_depth, 0);
+  EXPECT_FALSE(h.cwd.has_value());
+}
+
+TEST_F(SessionWriteTest, AChildCreatedWithoutExplicitPresetOrModelInheritsTheCallersPresetAndRouteARootCreateUsesDefaults) {
+  auto parent = Make("reviewer", Route("m2", "high"), "/tmp", /*live=*/true);
+  auto child = Created(AgentCaller(parent), {{"prompt", "child work"}});
+  EXPECT_EQ(child.preset, std::optional<std::string>("reviewer"));
+  EXPECT_EQ(child.route, Route("m2", "high")) << "an explicitly recorded effort is carried";
+  EXPECT_EQ(child.cwd, std::optional<std::string>("/tmp"));
+  EXPECT_EQ(child.delegation_depth, parent.delegation_depth + 1);
+  auto grandchild = Created(AgentCaller(child), {{"prompt", "deeper"}});
+  EXPECT_EQ(grandchild.delegation_depth, 2);
+  auto root = Created(agent::ToolContext{}, {{"prompt", "root work"}});
+  EXPECT_EQ(root.preset, std::optional<std::string>("default"));
+  EXPECT_EQ(root.route, Route("dflt"));
+  EXPECT_EQ(root.delegation_depth, 0);
+}
+
+TEST_F(SessionWriteTest, SessionCreateResolvesModelAndPresetIndependentlyForAllFourCombinations) {
+  auto parent = Make("reviewer", Route("m2"), std::nullopt, /*live=*/true);
+  Json model = {{"provider", "scripted"}, {"model", "m1"}};
+  struct Case {
+    bool agent;
+    Json args;
+    std::optional<std::string> preset;
+    session::ModelRoute route;
+  };
+  std::vector<Case> cases = {
+      // Child (session-agent) calls.
+      {true, {{"prompt", "p"}}, "reviewer", Route("m2")},
+      {true, {{"prompt", "p"}, {"model", model}}, "reviewer", Route("m1")},
+      {true, {{"prompt", "p"}, {"preset", "coder"}}, "coder", Route("m2")},
+      {true, {{"prompt", "p"}, {"model", model}, {"preset", "coder"}}, "coder", Route("m1")},
+      // Root calls.
+      {false, {{"prompt", "p"}}, "default", Route("dflt")},
+      {false, {{"prompt", "p"}, {"model", model}}, "default", Route("m1")},
+      {false, {{"prompt", "p"}, {"preset", "coder"}}, "coder", Route("dflt")},
+      {false, {{"prompt", "p"}, {"model", model}, {"preset", "coder"}}, "coder", Route("m1")},
+  };
+  for (const auto& c : cases) {
+    auto h = Created(c.agent ? AgentCaller(parent) : agent::ToolContext{}, c.args);
+    EXPECT_EQ(h.preset, c.preset) << (c.agent ? "child " : "root ") << c.args.dump();
+    EXPECT_EQ(h.route, c.route) << (c.agent ? "child " : "root ") << c.args.dump();
+  }
+}
+
+TEST_F(SessionWriteTest, AChildWhoseCallerHasNoComposedPresetFallsBackToTheDefaultPreset) {
+  auto parent = Make(std::nullopt, Route("m1"), std::nullopt, /*live=*/true);
+  EXPECT_EQ(Created(AgentCaller(parent), {{"prompt", "p"}}).preset, std::optional<std::string>("default"));
+  // With no default preset configured, the new session has none.
+  default_preset_ = std::nullopt;
+  EXPECT_EQ(Created(AgentCaller(parent), {{"prompt", "p"}}).preset, std::nullopt);
+  EXPECT_EQ(Created(agent::ToolContext{}, {{"prompt", "p"}}).preset, std::nullopt);
+}
+
+TEST_F(SessionWriteTest, ACreateWithCwdCanonicalizesTheDirectoryAndReportsItsRegisteredWorkspace) {
+  std::string canonical = std::filesystem::canonical(dir_.File("proj/sub")).string();
+  std::filesystem::create_symlink(dir_.File("proj"), dir_.File("link"));
+  auto r = Call("session_create", {{"prompt", "p"}, {"cwd", dir_.File("link/sub/../sub/")}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*r)["cwd"], canonical);
+  EXPECT_EQ((*r)["workspace_id"], "proj");
+  EXPECT_EQ(Header((*r)["session_id"]).cwd, std::optional<std::string>(canonical));
+  // Outside every workspace: the cwd alone.
+  auto outside = Call("session_create", {{"prompt", "p"}, {"cwd", dir_.path()}});
+  ASSERT_TRUE(outside.ok());
+  EXPECT_EQ((*outside)["cwd"], std::filesystem::canonical(dir_.path()).string());
+  EXPECT_FALSE(outside->contains("workspace_id"));
+  // A child without cwd inherits its caller's, and its workspace.
+  auto parent = Header((*r)["session_id"]);
+  waiter_.WaitForTurnEnds(parent.id, 1);
+  auto child = Call("session_create", {{"prompt", "p"}});
+  ASSERT_TRUE(child.ok());
+  EXPECT_FALSE(child->contains("cwd")) << "a root call without cwd stays ungrouped";
+  auto inherited = CallAs(AgentCaller(parent), "session_create", {{"prompt", "p"}});
+  ASSERT_TRUE(inherited.ok());
+  EXPECT_EQ((*inherited)["cwd"], canonical);
+  EXPECT_EQ((*inherited)["workspace_id"], "proj");
+}
+
+TEST_F(SessionWriteTest, AChildExplicitlyNamingTheSamePresetAsItsCallerJoinsTheCallersStandingComposition) {
+  auto parent = Make("reviewer", Route("m1"), std::nullopt, /*live=*/true);
+  auto child = Created(AgentCaller(parent), {{"prompt", "p"}, {"preset", "reviewer"}});
+  EXPECT_EQ(child.preset, std::optional<std::string>("reviewer"));
+  // One composition: the same system prompt and tools as the caller's preset,
+  // nothing mounted twice.
+  auto req = model_.requests().at(0);
+  EXPECT_EQ(req.messages.at(0).text, "You are reviewer.");
+  std::vector<std::string> names;
+  for (const auto& t : req.tools) names.push_back(t.name);
+  std::vector<std::string> unique = names;
+  std::sort(unique.begin(), unique.end());
+  unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
+  EXPECT_EQ(unique.size(), names.size());
+  EXPECT_EQ(names.size(), tools_.List().size());
+}
+
+TEST_F(SessionWriteTest, AnExplicitReasoningEffortIsValidatedBeforeSessionCreationAndAppliedToTheFirstModelRequest) {
+  ExpectRejectedAs(agent::ToolContext{}, "session_create",
+                   {{"prompt", "p"}, {"model", {{"provider", "scripted"}, {"model", "m1"}, {"reasoningEffort", "max"}}}},
+                   "max", "invalid_reasoning_effort");
+  auto h = Created(agent::ToolContext{},
+                   {{"prompt", "p"}, {"model", {{"provider", "scripted"}, {"model", "m1"}, {"reasoningEffort", "low"}}}});
+  EXPECT_EQ(h.route, Route("m1", "low"));
+  EXPECT_EQ(model_.requests().at(0).reasoning_effort, std::optional<std::string>("low"));
+  // An explicit model without an effort does not inherit the caller's.
+  auto parent = Make("default", Route("m2", "high"), std::nullopt, /*live=*/true);
+  EXPECT_EQ(Created(AgentCaller(parent), {{"prompt", "p"}, {"model", {{"provider", "scripted"}, {"model", "m1"}}}}).route,
+            Route("m1"));
+}
+
+TEST_F(SessionWriteTest, ACommandOrHttpCallFromASessionInheritsFromThatSession) {
+  auto current = Make("coder", Route("m2"), "/tmp");
+  agent::ToolContext ctx;
+  ctx.session_id = current.id;  // agent_call false: /sessions create or POST /api/tools with session_id
+  auto h = Created(ctx, {{"prompt", "p"}});
+  EXPECT_EQ(h.preset, std::optional<std::string>("coder"));
+  EXPECT_EQ(h.route, Route("m2"));
+  EXPECT_EQ(h.cwd, std::optional<std::string>("/tmp"));
+  EXPECT_EQ(h.delegation_depth, 1);
+  ctx.session_id = "ses_gone";
+  ExpectRejectedAs(ctx, "session_create", {{"prompt", "p"}}, "ses_gone", codes::kNotFound);
+}
+
+TEST_F(SessionWriteTest, ARootCreateWithoutADefaultModelFails) {
+  default_route_ = {};
+  ExpectRejectedAs(agent::ToolContext{}, "session_create", {{"prompt", "p"}}, "model", "no_default_model");
+  // An explicit model still works.
+  EXPECT_EQ(Created(agent::ToolContext{}, {{"prompt", "p"}, {"model", {{"provider", "scripted"}, {"model", "m1"}}}}).route,
+            Route("m1"));
+}
+
+TEST_F(SessionWriteTest, SessionCreateRejectsEveryInvalidArgumentAndLeavesTheStoreUnchanged) {
+  auto parent = Make("default", Route("m1"));
+  std::ofstream(dir_.File("a_file")) << "x";
+  Json model = {{"provider", "scripted"}, {"model", "m1"}};
+  ExpectRejected("session_create", Json::object(), "prompt");
+  ExpectRejected("session_create", {{"prompt", ""}}, "prompt");
+  ExpectRejected("session_create", {{"prompt", "  \n "}}, "prompt");
+  ExpectRejected("session_create", {{"prompt", 3}}, "prompt");
+  ExpectRejected("session_create", {{"prompt", "p"}, {"preset", ""}}, "preset");
+  ExpectRejected("session_create", {{"prompt", "p"}, {"preset", "nope"}}, "preset");
+  ExpectRejected("session_create", {{"prompt", "p"}, {"model", "scripted/m1"}}, "model");
+  ExpectRejected("session_create", {{"prompt", "p"}, {"model", {{"model", "m1"}}}}, "model.provider");
+  ExpectRejected("session_create", {{"prompt", "p"}, {"model", {{"provider", ""}, {"model", "m1"}}}}, "model.provider");
+  ExpectRejected("session_create", {{"prompt", "p"}, {"model", {{"provider", "scripted"}}}}, "model.model");
+  ExpectRejected("session_create", {{"prompt", "p"}, {"model", {{"provider", "scripted"}, {"model", ""}}}}, "model.model");
+  ExpectRejected("session_create",
+                 {{"prompt", "p"}, {"model", {{"provider", "scripted"}, {"model", "m1"}, {"reasoningEffort", ""}}}},
+                 "model.reasoningEffort");
+  ExpectRejected("session_create", {{"prompt", "p"}, {"model", {{"provider", "scripted"}, {"model", "m1"}, {"effort", "low"}}}},
+                 "effort");
+  ExpectRejectedAs(agent::ToolContext{}, "session_create", {{"prompt", "p"}, {"model", {{"provider", "x"}, {"model", "m1"}}}},
+                   "x", "unknown_provider");
+  ExpectRejectedAs(agent::ToolContext{}, "session_create", {{"prompt", "p"}, {"model", {{"provider", "scripted"}, {"model", "m9"}}}},
+                   "m9", "unknown_model");
+  ExpectRejected("session_create", {{"prompt", "p"}, {"cwd", ""}}, "cwd");
+  ExpectRejected("session_create", {{"prompt", "p"}, {"cwd", "relative/dir"}}, "cwd");
+  ExpectRejected("session_create", {{"prompt", "p"}, {"cwd", dir_.File("missing")}}, "cwd");
+  ExpectRejected("session_create", {{"prompt", "p"}, {"cwd", dir_.File("a_file")}}, "cwd");
+  ExpectRejected("session_create", {{"prompt", "p"}, {"workspace_id", "proj"}}, "workspace_id");
+  ExpectRejected("session_create", {{"prompt", "p"}, {"model", model}, {"extra", true}}, "extra");
+  // The same checks hold for agent callers.
+  ExpectRejectedAs(AgentCaller(parent), "session_create", {{"prompt", "p"}, {"preset", "nope"}}, "preset");
+  EXPECT_EQ(store_->ListRecent(10)->size(), 1u);
 }
 
 }  // namespace

@@ -95,6 +95,92 @@ class SessionReadTool final : public agent::TypedTool<ReadArgs> {
   SessionService service_;
 };
 
+struct SendArgs {
+  std::string session_id;
+  std::string message;
+  std::optional<std::string> mode;
+};
+
+class SessionSendTool final : public agent::TypedTool<SendArgs> {
+ public:
+  explicit SessionSendTool(std::shared_ptr<SessionActions> actions)
+      : TypedTool("session_send",
+                  ObjectSchema<SendArgs>(
+                      "Sends a message to an existing session. `steer` (default) wakes an idle agent or joins a "
+                      "running one at its next step; `followup` queues it as the next turn. A cold session is "
+                      "resumed for it; a missing one is an error. Returns the accepted message_id, not the reply.")
+                      .Field("session_id", &SendArgs::session_id, "The session to send to.")
+                      .Field("message", &SendArgs::message, "The message text.")
+                      .Optional("mode", &SendArgs::mode, "steer (default) or followup.",
+                                StringRule{.one_of = {"steer", "followup"}})),
+        actions_(std::move(actions)) {}
+
+ protected:
+  void Run(const agent::ToolContext& ctx, SendArgs args, Done done) override {
+    SendRequest req{std::move(args.session_id), std::move(args.message),
+                    agent::ParseDeliveryMode(args.mode.value_or("steer")).value_or(agent::DeliveryMode::kSteer)};
+    actions_->Send(ctx, std::move(req), [done = std::move(done)](Result<std::string> id) {
+      if (!id.ok()) return done(id.status().WithContext("session_send"));
+      done(Json{{"message_id", *id}});
+    });
+  }
+
+ private:
+  std::shared_ptr<SessionActions> actions_;
+};
+
+struct CreateArgs {
+  std::string prompt;
+  std::optional<std::string> preset;
+  struct Model {
+    std::string provider;
+    std::string model;
+    std::optional<std::string> reasoning_effort;
+  };
+  std::optional<Model> model;
+  std::optional<std::string> cwd;
+};
+
+class SessionCreateTool final : public agent::TypedTool<CreateArgs> {
+ public:
+  explicit SessionCreateTool(std::shared_ptr<SessionActions> actions)
+      : TypedTool(
+            "session_create",
+            ObjectSchema<CreateArgs>(
+                "Creates a fresh session and queues `prompt` as its first message; returns once it is accepted, "
+                "without waiting for the reply. Omitted model and preset are inherited from the caller, else the "
+                "deployment defaults.")
+                .Field("prompt", &CreateArgs::prompt, "The first message of the new session.")
+                .Optional("preset", &CreateArgs::preset, "Preset id (default: the caller's, else the default).")
+                .Optional("model", &CreateArgs::model,
+                          ObjectSchema<CreateArgs::Model>("Model route (default: the caller's, else the default).")
+                              .Field("provider", &CreateArgs::Model::provider, "Provider name.")
+                              .Field("model", &CreateArgs::Model::model, "Model name.")
+                              .Optional("reasoningEffort", &CreateArgs::Model::reasoning_effort,
+                                        "Reasoning effort the provider supports for this model."))
+                .Optional("cwd", &CreateArgs::cwd, "An existing absolute directory the session works in.")),
+        actions_(std::move(actions)) {}
+
+ protected:
+  void Run(const agent::ToolContext& ctx, CreateArgs args, Done done) override {
+    CreateRequest req;
+    req.prompt = std::move(args.prompt);
+    req.preset = std::move(args.preset);
+    if (args.model) {
+      req.model = CreateRequest::Model{std::move(args.model->provider), std::move(args.model->model),
+                                       std::move(args.model->reasoning_effort)};
+    }
+    req.cwd = std::move(args.cwd);
+    actions_->Create(ctx, std::move(req), [done = std::move(done)](Result<CreateResult> r) {
+      if (!r.ok()) return done(r.status().WithContext("session_create"));
+      done(CreateResultToJson(*r));
+    });
+  }
+
+ private:
+  std::shared_ptr<SessionActions> actions_;
+};
+
 struct ListArgs {
   std::optional<int64_t> limit;
 };
@@ -149,18 +235,30 @@ class CheckSessionStatusTool final : public agent::TypedTool<CheckArgs> {
 
 }  // namespace
 
-Status RegisterSessionsTools(agent::ToolRegistry& tools, session::SessionStore& store,
-                             const agent::AgentManager& agents) {
+Status RegisterSessionsTools(agent::ToolRegistry& tools, session::SessionStore& store, agent::AgentManager& agents,
+                             CreateEnvironment env) {
   SessionService service(store, agents);
+  auto actions = std::make_shared<SessionActions>(store, agents, std::move(env));
   DSH_RETURN_IF_ERROR(tools.Register(std::make_unique<SessionStatusTool>(service), kToolGroup));
   DSH_RETURN_IF_ERROR(tools.Register(std::make_unique<SessionReadTool>(service), kToolGroup));
+  DSH_RETURN_IF_ERROR(tools.Register(std::make_unique<SessionSendTool>(actions), kToolGroup));
+  DSH_RETURN_IF_ERROR(tools.Register(std::make_unique<SessionCreateTool>(actions), kToolGroup));
   DSH_RETURN_IF_ERROR(tools.Register(std::make_unique<ListSessionsTool>(service), kToolGroup));
   DSH_RETURN_IF_ERROR(tools.Register(std::make_unique<CheckSessionStatusTool>(service), kToolGroup));
   return Status::Ok();
 }
 
+CreateEnvironment HostCreateEnvironment(host::Host& host) {
+  CreateEnvironment env;
+  env.defaults = [&host] { return host.DefaultNewSession(); };
+  env.preset_exists = [&host](const std::string& id) { return host.config().FindPreset(id) != nullptr; };
+  env.validate_route = [&host](const session::ModelRoute& route) { return host.models().Validate(route); };
+  for (const auto& ws : host.config().workspaces) env.workspaces.push_back({ws.id, ws.path});
+  return env;
+}
+
 Status RegisterSessionsPlugin(host::Host& host) {
-  return RegisterSessionsTools(host.tools(), host.sessions(), host.agents());
+  return RegisterSessionsTools(host.tools(), host.sessions(), host.agents(), HostCreateEnvironment(host));
 }
 
 }  // namespace dsh::plugins::sessions

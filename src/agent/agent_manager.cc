@@ -235,8 +235,8 @@ void AgentManager::CreateWith(session::NewSession session, Delivery first, std::
   msg->created_at = ToUnixMillis(clock_.Now());
   sessions_.CreateWithAsync(
       std::move(session),
-      [msg](store::Tx& tx, const session::SessionHeader&) {
-        return agent_store::Insert(tx, *msg, std::nullopt).status();
+      [msg, key = std::move(first.key)](store::Tx& tx, const session::SessionHeader&) {
+        return agent_store::Insert(tx, *msg, key).status();
       },
       [this, msg, done = std::move(done)](Result<session::SessionHeader> h) {
         if (!h.ok()) return done(h.status());

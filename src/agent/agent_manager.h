@@ -123,13 +123,14 @@ class AgentManager {
   void Resume(const std::string& session_id, std::function<void(Status)> done);
   // Creates a session and makes it live.
   void Create(session::NewSession session, std::function<void(Result<session::SessionHeader>)> done);
-  // Creates a session and accepts its first message in the same transaction
-  // (`first.session_id` and `first.key` are ignored), then makes it live,
+  // Creates a session and accepts its first message (with its key, if any)
+  // in the same transaction (`first.session_id` is ignored; give the session
+  // an id in `session.id` to know it in advance), then makes it live,
   // which starts the first turn. Answers once both committed: when the
   // session cannot go live at once (the host is stopping), the message stays
   // pending and runs when the session is next live. Errors:
-  // `invalid_arguments` (blank text), `shutting_down`, storage errors;
-  // nothing is created on error.
+  // `invalid_arguments` (blank text), `already_exists` (that id is taken),
+  // `shutting_down`, storage errors; nothing is created on error.
   void CreateWith(session::NewSession session, Delivery first, std::function<void(Result<Created>)> done);
 
   // Accepts a message durably (see Delivery). Errors: `invalid_arguments`

@@ -1,0 +1,607 @@
+#include <gtest/gtest.h>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include <future>
+#include <thread>
+
+#include "agent/agent_manager.h"
+#include "agent/testing/scripted_model.h"
+#include "base/testing/temp_dir.h"
+#include "plugins/loop/loop_scheduler.h"
+#include "plugins/loop/loop_service.h"
+#include "plugins/loop/loop_tools.h"
+#include "session/event.h"
+#include "store/sqlite_connection.h"
+
+namespace dsh::plugins::loop {
+namespace {
+
+using agent::testing::ScriptedModel;
+using namespace std::chrono_literals;
+
+// A real store, AgentManager (scripted model), LoopScheduler and the loop
+// tools, on a fake wall clock; the scheduler's waits are capped at 20 ms so
+// it re-reads the fake clock often, and SettleForTesting runs a full tick.
+class LoopTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Open(); }
+  void TearDown() override { Close(); }
+
+  void Open() {
+    std::vector<store::Migration> migrations = session::SessionStore::Migrations();
+    for (auto& m : agent::AgentManager::Migrations()) migrations.push_back(m);
+    for (auto& m : Migrations()) migrations.push_back(m);
+    store::SqliteOptions sqlite{.path = dir_.File("dsh.db")};
+    sqlite.synchronous = store::SqliteOptions::Synchronous::kNormal;
+    auto db = store::Database::Open(std::make_unique<store::SqliteConnectionFactory>(sqlite), migrations);
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    db_ = std::move(db).value();
+    store_ = std::make_unique<session::SessionStore>(*db_, clock_, &hub_);
+    work_.emplace(ioc_.get_executor());
+    for (int i = 0; i < 2; ++i) threads_.emplace_back([this] { ioc_.run(); });
+    agent::AgentManagerOptions options;
+    options.sweep_interval = 20ms;
+    options.generate_titles = false;
+    options.lease_ttl = 1h;
+    agent::AgentEnvironment env;
+    env.preset = [](const std::optional<std::string>& preset) {
+      agent::PresetView v;
+      v.system_prompt = "You are " + preset.value_or("nobody") + ".";
+      return v;
+    };
+    tools_ = std::make_unique<agent::ToolRegistry>();
+    manager_ = std::make_unique<agent::AgentManager>(ioc_, *db_, *store_, router_, *tools_, clock_, env, options);
+    manager_->Start();
+    if (global_.empty()) global_ = Session("default", Route("m1"));
+    scheduler_ = MakeScheduler();
+    service_ = std::make_shared<LoopService>(*db_, *store_, *scheduler_, clock_);
+    ASSERT_TRUE(RegisterLoopTools(*tools_, service_).ok());
+    scheduler_->Start();
+  }
+
+  std::unique_ptr<LoopScheduler> MakeScheduler() {
+    LoopEnvironment env;
+    env.global_session_id = [this]() -> std::optional<std::string> {
+      if (!global_on_) return std::nullopt;
+      return global_override_.empty() ? global_ : global_override_;
+    };
+    env.defaults = [] {
+      session::NewSession s;
+      s.route = {"scripted", "dflt", std::nullopt};
+      s.preset = "default";
+      return s;
+    };
+    env.preset_exists = [](const std::string& p) { return p == "default" || p == "reviewer" || p == "coder"; };
+    env.host_zone = TimeZone::Utc();
+    SchedulerOptions options;
+    options.max_wait = 20ms;
+    options.claim_ttl = 30s;
+    return std::make_unique<LoopScheduler>(ioc_, *db_, *store_, *manager_, clock_, env, options);
+  }
+
+  // Stops everything (a host shutting down); the database files stay.
+  void Close() {
+    if (!db_) return;
+    scheduler_->Stop();
+    while (model_.Release()) {
+    }
+    manager_->Stop();
+    db_->Close();
+    work_.reset();
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+    service_.reset();
+    scheduler_.reset();
+    manager_.reset();
+    tools_.reset();
+    store_.reset();
+    db_.reset();
+    ioc_.restart();
+  }
+  void Restart() {
+    Close();
+    Open();
+  }
+
+  static session::ModelRoute Route(const char* model) { return {"scripted", model, std::nullopt}; }
+  std::string Session(std::optional<std::string> preset, session::ModelRoute route) {
+    session::NewSession s;
+    s.preset = std::move(preset);
+    s.route = std::move(route);
+    auto h = store_->Create(s);
+    EXPECT_TRUE(h.ok()) << h.status().ToString();
+    return h.ok() ? h->id : "";
+  }
+  session::SessionHeader Header(const std::string& id) {
+    auto h = store_->Get(id);
+    EXPECT_TRUE(h.ok()) << h.status().ToString();
+    return h.ok() ? *h : session::SessionHeader{};
+  }
+  static agent::ToolContext From(const std::string& session_id) {
+    agent::ToolContext ctx;
+    ctx.session_id = session_id;
+    return ctx;
+  }
+
+  Result<Json> Call(const agent::ToolContext& ctx, const std::string& tool, const Json& args) {
+    std::promise<Result<Json>> p;
+    tools_->Invoke(tool, ctx, args, [&](Result<Json> r) { p.set_value(std::move(r)); });
+    return p.get_future().get();
+  }
+  Json Ok(const agent::ToolContext& ctx, const std::string& tool, const Json& args) {
+    auto r = Call(ctx, tool, args);
+    EXPECT_TRUE(r.ok()) << tool << " " << args.dump() << ": " << r.status().ToString();
+    return r.ok() ? *r : Json();
+  }
+  void ExpectRejected(const agent::ToolContext& ctx, const std::string& tool, const Json& args,
+                      const std::string& mention, const std::string& code = codes::kInvalidArguments) {
+    auto before = AllLoops();
+    auto r = Call(ctx, tool, args);
+    ASSERT_FALSE(r.ok()) << tool << " accepted " << args.dump();
+    EXPECT_EQ(r.status().code(), code) << args.dump() << ": " << r.status().ToString();
+    EXPECT_NE(r.status().message().find(mention), std::string::npos) << args.dump() << ": " << r.status().message();
+    EXPECT_EQ(AllLoops(), before) << "a rejected call changed the registry";
+  }
+  Json AllLoops() { return Ok(agent::ToolContext{}, "loop_list", {{"session_id", "global"}}); }
+  static std::vector<std::string> LoopIds(const Json& views) {
+    std::vector<std::string> ids;
+    for (const auto& v : views) ids.push_back(v["loop_id"]);
+    return ids;
+  }
+
+  // Moves the fake wall clock and runs one full scheduler tick.
+  void Advance(std::chrono::milliseconds d) {
+    clock_.Advance(d);
+    ASSERT_TRUE(scheduler_->SettleForTesting());
+  }
+
+  // The `<loop>` messages accepted into `session_id`'s inbox, in order.
+  std::vector<std::string> LoopMessages(const std::string& session_id) {
+    auto r = db_->ReadValue<std::vector<std::string>>([&](store::Tx& tx) -> Result<std::vector<std::string>> {
+      std::vector<std::string> out;
+      DSH_RETURN_IF_ERROR(tx.Query("SELECT text FROM inbox WHERE session_id = ? AND key LIKE 'loop:%' ORDER BY num",
+                                   {std::string_view(session_id)}, [&](const store::Row& row) {
+                                     out.push_back(row.String(0));
+                                     return Status::Ok();
+                                   }));
+      return out;
+    });
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : std::vector<std::string>{};
+  }
+  // Sessions the scheduler created for "new" loops.
+  std::vector<session::SessionHeader> LoopSessions() {
+    std::vector<session::SessionHeader> out;
+    auto all = store_->ListRecent(10'000);
+    EXPECT_TRUE(all.ok()) << all.status().ToString();
+    if (!all.ok()) return out;
+    for (const auto& h : *all) {
+      if (h.origin == "loop") out.push_back(h);
+    }
+    return out;
+  }
+  std::vector<registry::Run> Runs(const std::string& loop_id) {
+    auto r = db_->ReadValue<std::vector<registry::Run>>(
+        [&](store::Tx& tx) { return registry::Runs(tx, loop_id, 1000); });
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : std::vector<registry::Run>{};
+  }
+  Json View(const std::string& loop_id) {
+    for (const auto& v : AllLoops()) {
+      if (v["loop_id"] == loop_id) return v;
+    }
+    return Json();
+  }
+
+  static Json Every(int64_t s) { return {{"kind", "every"}, {"every_seconds", s}}; }
+  static Json After(int64_t s) { return {{"kind", "after"}, {"after_seconds", s}}; }
+  static Json Cron(const std::string& expr, std::optional<std::string> tz = std::nullopt) {
+    Json j = {{"kind", "cron"}, {"expr", expr}};
+    if (tz) j["tz"] = *tz;
+    return j;
+  }
+
+  dsh::testing::TempDir dir_;
+  FakeClock clock_;  // 2026-01-01T00:00:00Z
+  session::EventHub hub_;
+  ScriptedModel model_;
+  agent::testing::SingleModelRouter router_{model_};
+  std::unique_ptr<agent::ToolRegistry> tools_;
+  std::unique_ptr<store::Database> db_;
+  std::unique_ptr<session::SessionStore> store_;
+  boost::asio::io_context ioc_;
+  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work_;
+  std::vector<std::thread> threads_;
+  std::unique_ptr<agent::AgentManager> manager_;
+  std::unique_ptr<LoopScheduler> scheduler_;
+  std::shared_ptr<LoopService> service_;
+  std::string global_;
+  std::string global_override_;
+  bool global_on_ = true;
+};
+
+TEST_F(LoopTest, RegistersTheThreeToolsInTheLoopGroup) {
+  for (const char* name : {"loop_create", "loop_list", "loop_delete"}) {
+    ASSERT_NE(tools_->Find(name), nullptr) << name;
+    EXPECT_EQ(tools_->GroupOf(name), "loop");
+    EXPECT_EQ(tools_->Find(name)->parameters()["additionalProperties"], false);
+  }
+  EXPECT_EQ(tools_->List().size(), 3u);
+}
+
+TEST_F(LoopTest, EveryAfterAndCronAcceptOnlyTheirDocumentedFields) {
+  std::string me = Session("default", Route("m1"));
+  ExpectRejected(From(me), "loop_create", {{"prompt", "p"}, {"schedule", {{"kind", "every"}, {"after_seconds", 5}}}},
+                 "after_seconds");
+  ExpectRejected(From(me), "loop_create", {{"prompt", "p"}, {"schedule", {{"kind", "after"}, {"every_seconds", 5}}}},
+                 "every_seconds");
+  ExpectRejected(From(me), "loop_create",
+                 {{"prompt", "p"}, {"schedule", {{"kind", "cron"}, {"expr", "* * * * *"}, {"every_seconds", 5}}}},
+                 "every_seconds");
+  ExpectRejected(From(me), "loop_create", {{"prompt", "p"}, {"schedule", {{"kind", "every"}, {"every_seconds", 5}, {"tz", "UTC"}}}},
+                 "tz");
+  ExpectRejected(From(me), "loop_create", {{"prompt", "p"}, {"schedule", Cron("0 0 30 2 *")}}, "schedule.expr",
+                 "cron_never_fires");
+  ExpectRejected(From(me), "loop_create", {{"prompt", "p"}, {"schedule", Cron("0 9 * * *", "CST")}}, "schedule.tz",
+                 "invalid_time_zone");
+  ExpectRejected(From(me), "loop_create", {{"prompt", "p"}, {"schedule", Every(5)}, {"time_in_seconds", 5}},
+                 "time_in_seconds");
+  ExpectRejected(From(me), "loop_create", {{"prompt", "p"}}, "schedule");
+  for (const Json& s : {Every(60), After(60), Cron("*/5 * * * *", "Asia/Shanghai")}) {
+    Json v = Ok(From(me), "loop_create", {{"prompt", "p"}, {"schedule", s}});
+    EXPECT_EQ(v["schedule"], s);
+  }
+  // The deprecated alias maps to `every`.
+  EXPECT_EQ(Ok(From(me), "loop_create", {{"prompt", "p"}, {"time_in_seconds", 30}})["schedule"], Every(30));
+}
+
+TEST_F(LoopTest, EveryDurationUsesSecondsAndRejectsZeroNegativeFractionalAndUnsafeValues) {
+  std::string me = Session("default", Route("m1"));
+  for (const Json& bad : {Json(0), Json(-5), Json(2.5), Json(9'007'199'254'740'992.0), Json("60")}) {
+    ExpectRejected(From(me), "loop_create", {{"prompt", "p"}, {"schedule", {{"kind", "every"}, {"every_seconds", bad}}}},
+                   "every_seconds");
+    ExpectRejected(From(me), "loop_create", {{"prompt", "p"}, {"schedule", {{"kind", "after"}, {"after_seconds", bad}}}},
+                   "after_seconds");
+    ExpectRejected(From(me), "loop_create", {{"prompt", "p"}, {"time_in_seconds", bad}}, "time_in_seconds");
+  }
+  Json v = Ok(From(me), "loop_create", {{"prompt", "p"}, {"schedule", Every(90)}});
+  EXPECT_EQ(v["next_at"], v["created_at"].get<int64_t>() + 90'000) << "seconds, not milliseconds";
+}
+
+TEST_F(LoopTest, PromptsAreTrimmedAndMustNotBeEmpty) {
+  std::string me = Session("default", Route("m1"));
+  EXPECT_EQ(Ok(From(me), "loop_create", {{"prompt", "  check it \n"}, {"schedule", Every(60)}})["prompt"], "check it");
+  ExpectRejected(From(me), "loop_create", {{"prompt", " \n "}, {"schedule", Every(60)}}, "prompt");
+  ExpectRejected(From(me), "loop_create", {{"prompt", ""}, {"schedule", Every(60)}}, "prompt");
+  ExpectRejected(From(me), "loop_create", {{"schedule", Every(60)}}, "prompt");
+}
+
+TEST_F(LoopTest, AfterExecutesOnceAndDisappearsFromTheActiveListAfterSuccess) {
+  std::string me = Session("default", Route("m1"));
+  Json v = Ok(From(me), "loop_create", {{"prompt", "once"}, {"schedule", After(30)}});
+  std::string id = v["loop_id"];
+  EXPECT_EQ(v["state"], "scheduled");
+  Advance(29s);
+  EXPECT_TRUE(LoopMessages(me).empty()) << "not due yet";
+  Advance(1s);
+  EXPECT_EQ(LoopMessages(me).size(), 1u);
+  EXPECT_TRUE(AllLoops().empty()) << AllLoops().dump();
+  EXPECT_TRUE(Ok(From(me), "loop_list", Json::object()).empty());
+  Advance(1h);
+  EXPECT_EQ(LoopMessages(me).size(), 1u) << "an after loop runs once";
+  auto runs = Runs(id);  // the run history keeps it
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].result, std::optional<std::string>("delivered"));
+  EXPECT_EQ(runs[0].nominal_at, v["next_at"].get<int64_t>());
+  EXPECT_EQ(runs[0].target_session_id, std::optional<std::string>(me));
+}
+
+TEST_F(LoopTest, TheOccurrenceIsDeliveredAsTheLoopMessageWithWakeup) {
+  std::string me = Session("default", Route("m1"));
+  std::string id = Ok(From(me), "loop_create", {{"prompt", "Check <deploy> & \"report\""}, {"schedule", Every(60)}})["loop_id"];
+  Advance(60s);
+  auto messages = LoopMessages(me);
+  ASSERT_EQ(messages.size(), 1u);
+  EXPECT_EQ(messages[0], "<loop>\n  <loop_id>" + id +
+                             "</loop_id>\n  <prompt>Check &lt;deploy&gt; &amp; &quot;report&quot;</prompt>\n</loop>");
+  // Wakeup: the cold session was resumed and took it as a turn.
+  ASSERT_TRUE(model_.WaitForRequests(1));
+  EXPECT_EQ(model_.requests().at(0).messages.back().text, messages[0]);
+}
+
+TEST_F(LoopTest, EveryAndCronRecoverAfterProcessRestartWithoutBurstReplay) {
+  std::string me = Session("default", Route("m1"));
+  std::string every = Ok(From(me), "loop_create", {{"prompt", "e"}, {"schedule", Every(60)}})["loop_id"];
+  std::string other = Session("default", Route("m1"));
+  std::string cron = Ok(From(other), "loop_create", {{"prompt", "c"}, {"schedule", Cron("*/5 * * * *")}})["loop_id"];
+  Advance(60s);
+  EXPECT_EQ(LoopMessages(me).size(), 1u);
+  Close();  // the host is down for ten every-periods and six cron periods
+  clock_.Advance(10min + 30s);
+  Open();
+  ASSERT_TRUE(scheduler_->SettleForTesting());
+  EXPECT_EQ(LoopMessages(me).size(), 2u) << "exactly one catch-up delivery";
+  EXPECT_EQ(LoopMessages(other).size(), 1u);
+  auto runs = Runs(every);
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].skipped, 9);  // 00:02 .. 00:10 missed, 00:11 delivered
+  EXPECT_EQ(runs[0].nominal_at, ToUnixMillis(FromUnixMillis(1'767'225'600'000)) + 11 * 60'000);
+  EXPECT_EQ(Runs(cron).at(0).nominal_at, 1'767'225'600'000 + 10 * 60'000);  // 00:10, the latest due
+  // And it continues from the next future occurrence, not from the backlog.
+  EXPECT_EQ(View(every)["next_at"], 1'767'225'600'000 + 12 * 60'000);
+  EXPECT_EQ(View(cron)["next_at"], 1'767'225'600'000 + 15 * 60'000);
+  Advance(1min);
+  EXPECT_EQ(LoopMessages(me).size(), 3u);
+}
+
+TEST_F(LoopTest, ATenYearOutageRecoversInstantlyWithOneDelivery) {
+  std::string me = Session("default", Route("m1"));
+  std::string id = Ok(From(me), "loop_create", {{"prompt", "tick"}, {"schedule", Cron("* * * * *")}})["loop_id"];
+  Close();
+  clock_.Advance(std::chrono::hours(24 * 3653));
+  Open();
+  ASSERT_TRUE(scheduler_->SettleForTesting());
+  EXPECT_EQ(LoopMessages(me).size(), 1u);
+  EXPECT_TRUE(Runs(id).at(0).skipped_capped);
+}
+
+TEST_F(LoopTest, TheWallClockSteppedBackFiresNothingEarlyAndSteppedForwardGivesOneOverdueDelivery) {
+  std::string me = Session("default", Route("m1"));
+  Ok(From(me), "loop_create", {{"prompt", "p"}, {"schedule", Every(600)}});
+  Advance(5min);
+  clock_.StepWall(-1h);
+  Advance(10min);  // 10 minutes of real time passed, but the wall clock says 00:10 - 1h + ...
+  EXPECT_TRUE(LoopMessages(me).empty()) << "a backward step must not fire early";
+  clock_.StepWall(1h + 1h);
+  ASSERT_TRUE(scheduler_->SettleForTesting());
+  EXPECT_EQ(LoopMessages(me).size(), 1u) << "a forward step gives one overdue delivery";
+  Advance(1s);
+  EXPECT_EQ(LoopMessages(me).size(), 1u);
+}
+
+TEST_F(LoopTest, OmittedSessionIdTargetsTheCurrentSession) {
+  std::string me = Session("reviewer", Route("m2"));
+  Json v = Ok(From(me), "loop_create", {{"prompt", "p"}, {"schedule", After(1)}});
+  EXPECT_EQ(v["session_id"], me);
+  EXPECT_EQ(v["created_by_session_id"], me);
+  Advance(1s);
+  EXPECT_EQ(LoopMessages(me).size(), 1u);
+  // A root call has no current session.
+  ExpectRejected(agent::ToolContext{}, "loop_create", {{"prompt", "p"}, {"schedule", After(1)}}, "session_id");
+}
+
+TEST_F(LoopTest, SelfTargetsTheStableGlobalInterface) {
+  std::string me = Session("default", Route("m1"));
+  Json v = Ok(From(me), "loop_create", {{"prompt", "p"}, {"schedule", Every(60)}, {"session_id", "self"}});
+  EXPECT_EQ(v["session_id"], "self");
+  Advance(60s);
+  Advance(60s);
+  EXPECT_EQ(LoopMessages(global_).size(), 2u);
+  EXPECT_TRUE(LoopMessages(me).empty());
+  // With the global interface off, self is refused, never silently retargeted.
+  global_on_ = false;
+  ExpectRejected(From(me), "loop_create", {{"prompt", "p"}, {"schedule", Every(60)}, {"session_id", "self"}},
+                 "global interface");
+  // Reserved ids are exact and case-sensitive: "Self" is a (missing) session id.
+  ExpectRejected(From(me), "loop_create", {{"prompt", "p"}, {"schedule", Every(60)}, {"session_id", "Self"}}, "Self",
+                 codes::kNotFound);
+  ExpectRejected(From(me), "loop_create", {{"prompt", "p"}, {"schedule", Every(60)}, {"session_id", "global"}},
+                 "global");
+}
+
+TEST_F(LoopTest, NewCreatesAFreshSessionForEachOccurrence) {
+  std::string me = Session("reviewer", Route("m2"));
+  Json v = Ok(From(me), "loop_create", {{"prompt", "p"}, {"schedule", Every(60)}, {"session_id", "new"}});
+  EXPECT_EQ(v["session_id"], "new");
+  Advance(60s);
+  Advance(60s);
+  auto made = LoopSessions();
+  ASSERT_EQ(made.size(), 2u);
+  EXPECT_NE(made[0].id, made[1].id);
+  for (const auto& h : made) {
+    EXPECT_EQ(LoopMessages(h.id).size(), 1u);
+    // Inherits the creator's preset and model.
+    EXPECT_EQ(h.preset, std::optional<std::string>("reviewer"));
+    EXPECT_EQ(h.route, Route("m2"));
+  }
+  // `after` with new makes one session.
+  Ok(From(me), "loop_create", {{"prompt", "once"}, {"schedule", After(1)}, {"session_id", "new"}, {"preset", "coder"}});
+  Advance(1s);
+  Advance(1h);
+  made = LoopSessions();
+  EXPECT_EQ(std::count_if(made.begin(), made.end(), [](const auto& h) { return h.preset == std::optional<std::string>("coder"); }),
+            1);
+}
+
+TEST_F(LoopTest, AnActualSessionIdResumesAndReusesThatSession) {
+  std::string me = Session("default", Route("m1"));
+  std::string target = Session("reviewer", Route("m2"));
+  Ok(From(me), "loop_create", {{"prompt", "p"}, {"schedule", Every(60)}, {"session_id", target}});
+  EXPECT_FALSE(manager_->LiveStatus(target).has_value());
+  Advance(60s);
+  ASSERT_TRUE(model_.WaitForRequests(1));
+  EXPECT_TRUE(manager_->LiveStatus(target).has_value()) << "the cold target was resumed";
+  // With its persisted preset and model: no override.
+  EXPECT_EQ(model_.requests().at(0).model, "m2");
+  EXPECT_EQ(model_.requests().at(0).messages.at(0).text, "You are reviewer.");
+  Advance(60s);
+  EXPECT_EQ(LoopMessages(target).size(), 2u);
+  EXPECT_TRUE(LoopSessions().empty()) << "no new session is made for an explicit target";
+  ExpectRejected(From(me), "loop_create", {{"prompt", "p"}, {"schedule", Every(60)}, {"session_id", "ses_missing"}},
+                 "ses_missing", codes::kNotFound);
+}
+
+TEST_F(LoopTest, ExplicitPresetsAreAcceptedOnlyForNew) {
+  std::string me = Session("default", Route("m1"));
+  for (const Json& target : {Json(nullptr), Json("self"), Json(me)}) {
+    Json args = {{"prompt", "p"}, {"schedule", Every(60)}, {"preset", "coder"}};
+    if (!target.is_null()) args["session_id"] = target;
+    ExpectRejected(From(me), "loop_create", args, "preset");
+  }
+  ExpectRejected(From(me), "loop_create", {{"prompt", "p"}, {"schedule", Every(60)}, {"session_id", "new"}, {"preset", "nope"}},
+                 "preset");
+  EXPECT_TRUE(Call(From(me), "loop_create", {{"prompt", "p"}, {"schedule", Every(60)}, {"session_id", "new"}, {"preset", "coder"}})
+                  .ok());
+}
+
+TEST_F(LoopTest, ExistingSelfAndCurrentTargetsInheritPresetAndModelConfiguration) {
+  std::string me = Session("coder", Route("m2"));
+  Ok(From(me), "loop_create", {{"prompt", "mine"}, {"schedule", After(1)}});
+  Ok(From(me), "loop_create", {{"prompt", "global"}, {"schedule", After(2)}, {"session_id", "self"}});
+  Advance(1s);
+  ASSERT_TRUE(model_.WaitForRequests(1));
+  EXPECT_EQ(model_.requests().at(0).model, "m2");  // the current session's own route
+  EXPECT_EQ(model_.requests().at(0).messages.at(0).text, "You are coder.");
+  Advance(1s);
+  ASSERT_TRUE(model_.WaitForRequests(2));
+  EXPECT_EQ(model_.requests().at(1).model, "m1");  // the global session's
+  EXPECT_EQ(model_.requests().at(1).messages.at(0).text, "You are default.");
+  // new from a root call inherits the global interface session's.
+  Ok(agent::ToolContext{}, "loop_create", {{"prompt", "fresh"}, {"schedule", After(1)}, {"session_id", "new"}});
+  Advance(1s);
+  auto made = LoopSessions();
+  ASSERT_EQ(made.size(), 1u);
+  EXPECT_EQ(made[0].route, Route("m1"));
+  EXPECT_EQ(made[0].preset, std::optional<std::string>("default"));
+}
+
+TEST_F(LoopTest, NoPublicModelEffortOrModelSelectionFieldIsAccepted) {
+  std::string me = Session("default", Route("m1"));
+  for (const char* field : {"model", "model_effort", "reasoningEffort", "provider", "mode", "global"}) {
+    ExpectRejected(From(me), "loop_create", {{"prompt", "p"}, {"schedule", Every(60)}, {field, "x"}}, field);
+  }
+  ExpectRejected(From(me), "loop_list", {{"session_id", "global"}, {"state", "failed"}}, "state");
+  ExpectRejected(From(me), "loop_delete", {{"loop_id", "x"}, {"force", true}}, "force");
+}
+
+TEST_F(LoopTest, LoopListEmptyGlobalAndExactSessionFilteringReturnTheExpectedSets) {
+  std::string a = Session("default", Route("m1"));
+  std::string b = Session("default", Route("m1"));
+  // Lists are in creation order.
+  std::string la = Ok(From(a), "loop_create", {{"prompt", "a"}, {"schedule", Every(60)}})["loop_id"];
+  clock_.Advance(1ms);
+  std::string lb = Ok(From(a), "loop_create", {{"prompt", "b"}, {"schedule", Every(60)}, {"session_id", b}})["loop_id"];
+  clock_.Advance(1ms);
+  std::string ls = Ok(From(b), "loop_create", {{"prompt", "s"}, {"schedule", Every(60)}, {"session_id", "self"}})["loop_id"];
+  clock_.Advance(1ms);
+  std::string ln = Ok(From(b), "loop_create", {{"prompt", "n"}, {"schedule", Every(60)}, {"session_id", "new"}})["loop_id"];
+  EXPECT_EQ(LoopIds(Ok(From(a), "loop_list", Json::object())), std::vector<std::string>{la});
+  EXPECT_EQ(LoopIds(Ok(From(b), "loop_list", Json::object())), std::vector<std::string>{lb});
+  EXPECT_EQ(LoopIds(Ok(From(a), "loop_list", {{"session_id", b}})), std::vector<std::string>{lb});
+  EXPECT_EQ(LoopIds(Ok(From(a), "loop_list", {{"session_id", global_}})), std::vector<std::string>{ls});
+  EXPECT_EQ(LoopIds(Ok(From(global_), "loop_list", Json::object())), std::vector<std::string>{ls});
+  EXPECT_EQ(LoopIds(Ok(From(a), "loop_list", {{"session_id", "global"}})), (std::vector<std::string>{la, lb, ls, ln}));
+  ExpectRejected(From(a), "loop_list", {{"session_id", "self"}}, "self");
+  ExpectRejected(agent::ToolContext{}, "loop_list", Json::object(), "session_id");
+  // Views carry the documented fields.
+  Json v = Ok(From(a), "loop_list", Json::object())[0];
+  for (const char* f : {"loop_id", "prompt", "schedule", "session_id", "created_by_session_id", "created_at", "next_at", "state"}) {
+    EXPECT_TRUE(v.contains(f)) << f << " in " << v.dump();
+  }
+}
+
+TEST_F(LoopTest, AnyLoopCanBeDeletedByGloballyUniqueLoopId) {
+  std::string a = Session("default", Route("m1"));
+  std::string b = Session("default", Route("m1"));
+  std::string la = Ok(From(a), "loop_create", {{"prompt", "a"}, {"schedule", Every(60)}})["loop_id"];
+  std::string lb = Ok(From(a), "loop_create", {{"prompt", "b"}, {"schedule", Every(60)}})["loop_id"];
+  // From another session, and from a root call; the deprecated {id} form too.
+  EXPECT_EQ(Ok(From(b), "loop_delete", {{"loop_id", la}}), (Json{{"deleted", true}, {"loop_id", la}}));
+  EXPECT_EQ(Ok(agent::ToolContext{}, "loop_delete", {{"id", lb}}), (Json{{"deleted", true}, {"loop_id", lb}}));
+  EXPECT_TRUE(AllLoops().empty());
+  ExpectRejected(From(a), "loop_delete", {{"loop_id", la}}, la, "unknown_loop");
+  ExpectRejected(From(a), "loop_delete", Json::object(), "loop_id");
+  ExpectRejected(From(a), "loop_delete", {{"loop_id", la}, {"id", la}}, "not both");
+  Advance(60s);
+  EXPECT_TRUE(LoopMessages(a).empty()) << "a deleted loop never fires";
+}
+
+TEST_F(LoopTest, AFailedDeliveryIsRetriedWithBackoffAndARecurringLoopKeepsItsSchedule) {
+  std::string me = Session("default", Route("m1"));
+  std::string id = Ok(From(me), "loop_create", {{"prompt", "p"}, {"schedule", Every(3600)}, {"session_id", "self"}})["loop_id"];
+  global_override_ = "ses_gone";  // the global session went missing
+  Advance(1h);
+  Json v = View(id);
+  EXPECT_EQ(v["state"], "failed");
+  EXPECT_EQ(v["last_result"], "failed");
+  EXPECT_NE(v["last_error"].get<std::string>().find("ses_gone does not exist"), std::string::npos) << v.dump();
+  int64_t failed_at = v["last_run_at"];
+  EXPECT_EQ(v["next_at"], failed_at + 30'000) << "first retry after 30 s";
+  Advance(30s);
+  EXPECT_EQ(View(id)["next_at"], ToUnixMillis(clock_.Now()) + 60'000) << "then 1 min";
+  global_override_.clear();
+  Advance(1min);
+  v = View(id);
+  EXPECT_EQ(v["state"], "scheduled");
+  EXPECT_EQ(v["last_result"], "delivered");
+  EXPECT_FALSE(v.contains("last_error"));
+  EXPECT_EQ(LoopMessages(global_).size(), 1u);
+  auto runs = Runs(id);
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].attempts, 3);
+  EXPECT_EQ(runs[0].nominal_at, 1'767'225'600'000 + 3'600'000);
+  EXPECT_EQ(v["next_at"], 1'767'225'600'000 + 2 * 3'600'000) << "the schedule is kept";
+}
+
+TEST_F(LoopTest, AClaimThatNeverReachedTheInboxIsRetriedAndOneThatDidIsFinishedWithoutASecondMessage) {
+  std::string me = Session("default", Route("m1"));
+  std::string first = Ok(From(me), "loop_create", {{"prompt", "one"}, {"schedule", After(10)}})["loop_id"];
+  std::string second = Ok(From(me), "loop_create", {{"prompt", "two"}, {"schedule", After(10)}})["loop_id"];
+  scheduler_->Stop();  // this host's scheduler is out of the way: a "dead" host claims instead
+  clock_.Advance(10s);
+  auto claims = db_->WriteValue<std::vector<registry::Claim>>([&](store::Tx& tx) {
+    registry::ClaimOptions o{ToUnixMillis(clock_.Now()), "dead-host", 30'000, 10};
+    return registry::ClaimDue(tx, o, [](const Schedule& s) { return Timetable::Make(s, TimeZone::Utc()); },
+                              [] { return std::string("unused"); });
+  });
+  ASSERT_TRUE(claims.ok()) << claims.status().ToString();
+  ASSERT_EQ(claims->size(), 2u);
+  EXPECT_EQ(View(first)["state"], "running");
+  // The dead host delivered `second` before dying, but never recorded it.
+  for (const auto& c : *claims) {
+    if (c.loop.loop_id != second) continue;
+    std::promise<Result<agent::Delivered>> p;
+    agent::Delivery d{me, LoopMessage(second, "two"), agent::DeliveryMode::kSteer, true, OccurrenceKey(second, c.nominal),
+                      Json::object()};
+    manager_->Deliver(d, [&](Result<agent::Delivered> r) { p.set_value(std::move(r)); });
+    ASSERT_TRUE(p.get_future().get().ok());
+  }
+  scheduler_ = MakeScheduler();
+  service_ = std::make_shared<LoopService>(*db_, *store_, *scheduler_, clock_);
+  scheduler_->Start();
+  Advance(29s);
+  EXPECT_EQ(LoopMessages(me).size(), 1u) << "the claims have not expired yet";
+  Advance(1s);
+  auto messages = LoopMessages(me);
+  ASSERT_EQ(messages.size(), 2u) << "one message per occurrence";
+  EXPECT_EQ(std::count(messages.begin(), messages.end(), LoopMessage(first, "one")), 1);
+  EXPECT_EQ(std::count(messages.begin(), messages.end(), LoopMessage(second, "two")), 1);
+  for (const auto& id : {first, second}) {
+    auto runs = Runs(id);
+    ASSERT_EQ(runs.size(), 1u);
+    EXPECT_EQ(runs[0].result, std::optional<std::string>("delivered"));
+    EXPECT_EQ(runs[0].attempts, 2);
+  }
+}
+
+TEST_F(LoopTest, TwoSchedulersOnOneProfileDeliverEachOccurrenceOnce) {
+  auto second = MakeScheduler();
+  second->Start();
+  std::vector<std::string> targets;
+  for (int i = 0; i < 10; ++i) {
+    targets.push_back(Session("default", Route("m1")));
+    Ok(From(targets.back()), "loop_create", {{"prompt", "p"}, {"schedule", Every(60)}});
+  }
+  for (int i = 0; i < 5; ++i) {
+    clock_.Advance(60s);
+    ASSERT_TRUE(second->SettleForTesting());
+    ASSERT_TRUE(scheduler_->SettleForTesting());
+  }
+  for (const auto& t : targets) EXPECT_EQ(LoopMessages(t).size(), 5u) << t;
+  second->Stop();
+}
+
+}  // namespace
+}  // namespace dsh::plugins::loop

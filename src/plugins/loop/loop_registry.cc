@@ -1,0 +1,411 @@
+#include "plugins/loop/loop_registry.h"
+
+#include <algorithm>
+#include <array>
+#include <utility>
+
+namespace dsh::plugins::loop {
+
+using store::Row;
+using store::Tx;
+using store::Value;
+
+std::vector<store::Migration> Migrations() {
+  return {
+      {"loop",
+       1,
+       {
+           "CREATE TABLE loops ("
+           " loop_id TEXT PRIMARY KEY,"
+           " prompt TEXT NOT NULL,"
+           " schedule TEXT NOT NULL,"
+           " target TEXT NOT NULL,"
+           " preset TEXT,"
+           " created_by TEXT,"
+           " created_at BIGINT NOT NULL,"
+           " due_at BIGINT,"
+           " retry_at BIGINT,"
+           " retry_nominal BIGINT,"
+           " next_at BIGINT,"
+           " failures BIGINT NOT NULL,"
+           " state TEXT NOT NULL,"
+           " last_run_at BIGINT,"
+           " last_result TEXT,"
+           " last_error TEXT,"
+           " version BIGINT NOT NULL)",
+           "CREATE INDEX loops_by_next ON loops (next_at) WHERE next_at IS NOT NULL",
+           "CREATE INDEX loops_by_target ON loops (target, created_at)",
+           "CREATE INDEX loops_by_created ON loops (created_at, loop_id)",
+           "CREATE TABLE loop_runs ("
+           " num /*sqlite: INTEGER PRIMARY KEY*/ /*postgres: BIGSERIAL PRIMARY KEY*/,"
+           " loop_id TEXT NOT NULL,"
+           " nominal_at BIGINT NOT NULL,"
+           " claimed_at BIGINT NOT NULL,"
+           " claimed_by TEXT NOT NULL,"
+           " claim_expires BIGINT NOT NULL,"
+           " attempts BIGINT NOT NULL,"
+           " skipped BIGINT NOT NULL,"
+           " skipped_capped BIGINT NOT NULL,"
+           " target_session_id TEXT,"
+           " message_id TEXT,"
+           " delivered_at BIGINT,"
+           " result TEXT,"
+           " error TEXT,"
+           " note TEXT,"
+           " UNIQUE (loop_id, nominal_at))",
+           "CREATE INDEX loop_runs_open ON loop_runs (loop_id) WHERE result IS NULL",
+           "CREATE INDEX loop_runs_expiring ON loop_runs (claim_expires) WHERE result IS NULL",
+           "CREATE TABLE loop_v1_imports ("
+           " session_id TEXT NOT NULL,"
+           " v1_id TEXT NOT NULL,"
+           " loop_id TEXT NOT NULL,"
+           " PRIMARY KEY (session_id, v1_id))",
+       }},
+  };
+}
+
+std::optional<int64_t> LoopRecord::next_at() const {
+  if (due_at && retry_at) return std::min(*due_at, *retry_at);
+  return due_at ? due_at : retry_at;
+}
+
+Json LoopViewJson(const LoopRecord& l, int64_t now) {
+  Json j = {{"loop_id", l.loop_id},
+            {"prompt", l.prompt},
+            {"schedule", ScheduleToJson(l.schedule)},
+            {"session_id", l.target},
+            {"created_by_session_id", l.created_by.value_or("")},
+            {"created_at", l.created_at}};
+  auto next = l.next_at();
+  if (next && *next != kNever) j["next_at"] = *next;
+  if (l.last_run_at) j["last_run_at"] = *l.last_run_at;
+  if (l.last_result) j["last_result"] = *l.last_result;
+  if (l.last_error) j["last_error"] = *l.last_error;
+  std::string state = l.state;
+  if (state != "completed") {
+    if (l.running) {
+      state = "running";
+    } else if (state != "failed" && next && *next <= now) {
+      state = "overdue";
+    }
+  }
+  j["state"] = state;
+  return j;
+}
+
+namespace registry {
+namespace {
+
+Value Opt(const std::optional<std::string>& s) { return s ? Value(std::string_view(*s)) : Value(nullptr); }
+Value Opt(const std::optional<int64_t>& v) { return v ? Value(*v) : Value(nullptr); }
+std::optional<std::string> OptText(const Row& row, int col) {
+  if (row.IsNull(col)) return std::nullopt;
+  return std::string(row.Text(col));
+}
+std::optional<int64_t> OptInt(const Row& row, int col) {
+  if (row.IsNull(col)) return std::nullopt;
+  return row.Int(col);
+}
+
+constexpr const char* kLoopColumns =
+    "l.loop_id, l.prompt, l.schedule, l.target, l.preset, l.created_by, l.created_at, l.due_at, l.retry_at,"
+    " l.retry_nominal, l.failures, l.state, l.last_run_at, l.last_result, l.last_error, l.version,"
+    " EXISTS (SELECT 1 FROM loop_runs r WHERE r.loop_id = l.loop_id AND r.result IS NULL)";
+
+Result<LoopRecord> RowToLoop(const Row& row) {
+  LoopRecord l;
+  l.loop_id = row.String(0);
+  l.prompt = row.String(1);
+  auto schedule = ParseJson(row.Text(2));
+  if (!schedule.ok()) return Status("corrupt_loop", "loop " + l.loop_id + ": its stored schedule is not JSON");
+  if (Status st = DecodeSchedule(*schedule, "schedule", l.schedule); !st.ok()) {
+    return Status("corrupt_loop", "loop " + l.loop_id + ": its stored schedule does not decode: " + st.message());
+  }
+  l.target = row.String(3);
+  l.preset = OptText(row, 4);
+  l.created_by = OptText(row, 5);
+  l.created_at = row.Int(6);
+  l.due_at = OptInt(row, 7);
+  l.retry_at = OptInt(row, 8);
+  l.retry_nominal = OptInt(row, 9);
+  l.failures = row.Int(10);
+  l.state = row.String(11);
+  l.last_run_at = OptInt(row, 12);
+  l.last_result = OptText(row, 13);
+  l.last_error = OptText(row, 14);
+  l.version = row.Int(15);
+  l.running = row.Int(16) != 0;
+  return l;
+}
+
+Result<std::vector<LoopRecord>> SelectLoops(Tx& tx, const std::string& where, std::span<const Value> params) {
+  std::vector<LoopRecord> out;
+  DSH_RETURN_IF_ERROR(tx.Query(std::string("SELECT ") + kLoopColumns + " FROM loops l " + where, params,
+                               [&](const Row& row) -> Status {
+                                 DSH_ASSIGN_OR_RETURN(LoopRecord l, RowToLoop(row));
+                                 out.push_back(std::move(l));
+                                 return Status::Ok();
+                               }));
+  return out;
+}
+
+// Writes the scheduling state and result fields of `l`, if its version is
+// still `l.version`; bumps it. False when another writer got there first.
+Result<bool> UpdateState(Tx& tx, const LoopRecord& l) {
+  std::array<Value, 12> params = {Opt(l.due_at),      Opt(l.retry_at),    Opt(l.retry_nominal),
+                                  Opt(l.next_at()),   l.failures,         std::string_view(l.state),
+                                  Opt(l.last_run_at), Opt(l.last_result), Opt(l.last_error),
+                                  l.version + 1,      std::string_view(l.loop_id), l.version};
+  DSH_ASSIGN_OR_RETURN(int64_t changed,
+                       tx.Exec("UPDATE loops SET due_at = ?, retry_at = ?, retry_nominal = ?, next_at = ?, failures = ?,"
+                               " state = ?, last_run_at = ?, last_result = ?, last_error = ?, version = ?"
+                               " WHERE loop_id = ? AND version = ?",
+                               params));
+  return changed == 1;
+}
+
+}  // namespace
+
+Status Insert(Tx& tx, const LoopRecord& l) {
+  std::string schedule = DumpJson(ScheduleToJson(l.schedule));
+  std::array<Value, 16> params = {std::string_view(l.loop_id), std::string_view(l.prompt), std::string_view(schedule),
+                                  std::string_view(l.target),  Opt(l.preset),              Opt(l.created_by),
+                                  l.created_at,                Opt(l.due_at),              Opt(l.retry_at),
+                                  Opt(l.retry_nominal),        Opt(l.next_at()),           l.failures,
+                                  std::string_view(l.state),   Opt(l.last_run_at),         Opt(l.last_result),
+                                  Opt(l.last_error)};
+  auto r = tx.Exec(
+      "INSERT INTO loops (loop_id, prompt, schedule, target, preset, created_by, created_at, due_at, retry_at,"
+      " retry_nominal, next_at, failures, state, last_run_at, last_result, last_error, version)"
+      " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
+      params);
+  return r.status();
+}
+
+Result<bool> Delete(Tx& tx, const std::string& loop_id) {
+  DSH_ASSIGN_OR_RETURN(int64_t n, tx.Exec("DELETE FROM loops WHERE loop_id = ?", {std::string_view(loop_id)}));
+  return n > 0;
+}
+
+Result<std::optional<LoopRecord>> Get(Tx& tx, const std::string& loop_id) {
+  std::array<Value, 1> params = {std::string_view(loop_id)};
+  DSH_ASSIGN_OR_RETURN(auto loops, SelectLoops(tx, "WHERE l.loop_id = ?", params));
+  if (loops.empty()) return std::optional<LoopRecord>();
+  return std::optional<LoopRecord>(std::move(loops.front()));
+}
+
+Result<std::vector<LoopRecord>> ListActive(Tx& tx, const std::vector<std::string>& targets) {
+  if (targets.empty()) {
+    return SelectLoops(tx, "WHERE l.state <> 'completed' ORDER BY l.created_at, l.loop_id", {});
+  }
+  std::string where = "WHERE l.state <> 'completed' AND l.target IN (";
+  std::vector<Value> params;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    where += i ? ", ?" : "?";
+    params.emplace_back(std::string_view(targets[i]));
+  }
+  where += ") ORDER BY l.created_at, l.loop_id";
+  return SelectLoops(tx, where, params);
+}
+
+Result<std::optional<int64_t>> NextWake(Tx& tx) {
+  std::optional<int64_t> next;
+  DSH_RETURN_IF_ERROR(tx.Query("SELECT MIN(next_at) FROM loops WHERE next_at IS NOT NULL", {}, [&](const Row& row) {
+    if (!row.IsNull(0)) next = row.Int(0);
+    return Status::Ok();
+  }));
+  // An unfinished run whose claim expires also needs a wake-up.
+  DSH_RETURN_IF_ERROR(
+      tx.Query("SELECT MIN(claim_expires) FROM loop_runs WHERE result IS NULL", {}, [&](const Row& row) {
+        if (!row.IsNull(0)) next = next ? std::min(*next, row.Int(0)) : row.Int(0);
+        return Status::Ok();
+      }));
+  return next;
+}
+
+Result<std::vector<Claim>> ClaimDue(Tx& tx, const ClaimOptions& o,
+                                    const std::function<Result<Timetable>(const Schedule&)>& timetable,
+                                    const std::function<std::string()>& new_session_id) {
+  std::vector<Claim> claims;
+  int64_t expires = o.now + o.claim_ttl_ms;
+  // 1. Runs a host claimed and never finished (it died): take them over.
+  struct Stale {
+    int64_t num, nominal, attempts, skipped, capped, claim_expires;
+    std::string loop_id;
+    std::optional<std::string> target;
+  };
+  std::vector<Stale> stale;
+  DSH_RETURN_IF_ERROR(tx.Query(
+      "SELECT num, loop_id, nominal_at, attempts, skipped, skipped_capped, target_session_id, claim_expires"
+      " FROM loop_runs WHERE result IS NULL AND claim_expires <= ? ORDER BY claim_expires LIMIT ?",
+      {o.now, int64_t{o.limit}}, [&](const Row& row) {
+        stale.push_back({row.Int(0), row.Int(2), row.Int(3), row.Int(4), row.Int(5), row.Int(7), row.String(1),
+                         OptText(row, 6)});
+        return Status::Ok();
+      }));
+  for (const auto& s : stale) {
+    DSH_ASSIGN_OR_RETURN(int64_t taken,
+                         tx.Exec("UPDATE loop_runs SET claimed_by = ?, claimed_at = ?, claim_expires = ?,"
+                                 " attempts = attempts + 1 WHERE num = ? AND claim_expires = ? AND result IS NULL",
+                                 {std::string_view(o.holder), o.now, expires, s.num, s.claim_expires}));
+    if (taken != 1) continue;
+    DSH_ASSIGN_OR_RETURN(auto loop, Get(tx, s.loop_id));
+    if (!loop) {
+      DSH_RETURN_IF_ERROR(tx.Exec("UPDATE loop_runs SET result = 'failed', error = ? WHERE num = ?",
+                                  {std::string_view("the loop was deleted before this occurrence was delivered"), s.num})
+                              .status());
+      continue;
+    }
+    claims.push_back(Claim{*loop, s.nominal, s.skipped, s.capped != 0, s.attempts + 1, s.target});
+  }
+  // 2. Loops whose next occurrence (or retry) is due.
+  int64_t room = o.limit - static_cast<int64_t>(claims.size());
+  if (room <= 0) return claims;
+  std::array<Value, 2> params = {o.now, room};
+  DSH_ASSIGN_OR_RETURN(auto due, SelectLoops(tx, "WHERE l.next_at <= ? ORDER BY l.next_at LIMIT ?", params));
+  for (LoopRecord& l : due) {
+    Claim c;
+    bool fresh = l.due_at && *l.due_at <= o.now;
+    LoopRecord updated = l;
+    if (fresh) {
+      DSH_ASSIGN_OR_RETURN(Timetable t, timetable(l.schedule));
+      Timetable::Catchup up = t.Catch(*l.due_at, o.now);
+      c.nominal = up.nominal;
+      c.skipped = up.skipped;
+      c.skipped_capped = up.skipped_capped;
+      updated.due_at = up.following;
+      updated.retry_at.reset();  // a failed earlier occurrence is given up for this newer one
+      updated.retry_nominal.reset();
+    } else {
+      if (!l.retry_nominal) {  // a retry time without an occurrence: cannot happen; clear it
+        updated.retry_at.reset();
+        DSH_ASSIGN_OR_RETURN(bool ok, UpdateState(tx, updated));
+        (void)ok;
+        continue;
+      }
+      c.nominal = *l.retry_nominal;
+      updated.retry_at.reset();
+    }
+    DSH_ASSIGN_OR_RETURN(bool won, UpdateState(tx, updated));
+    if (!won) continue;  // another host claimed it in between
+    ++updated.version;
+    if (fresh) {
+      std::optional<std::string> target;
+      if (l.target == kTargetNew) target = new_session_id();
+      std::array<Value, 8> run = {std::string_view(l.loop_id), c.nominal, o.now, std::string_view(o.holder),
+                                  expires, c.skipped, int64_t{c.skipped_capped ? 1 : 0}, Opt(target)};
+      DSH_ASSIGN_OR_RETURN(int64_t inserted,
+                           tx.Exec("INSERT INTO loop_runs (loop_id, nominal_at, claimed_at, claimed_by, claim_expires,"
+                                   " attempts, skipped, skipped_capped, target_session_id)"
+                                   " VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?) ON CONFLICT (loop_id, nominal_at) DO NOTHING",
+                                   run));
+      if (inserted != 1) continue;  // this occurrence was claimed before (the wall clock went back)
+      c.new_session_id = target;
+      c.attempts = 1;
+    } else {
+      std::optional<std::string> target;
+      int64_t attempts = 0;
+      DSH_RETURN_IF_ERROR(tx.Query(
+          "UPDATE loop_runs SET claimed_at = ?, claimed_by = ?, claim_expires = ?, attempts = attempts + 1,"
+          " result = NULL, error = NULL WHERE loop_id = ? AND nominal_at = ? RETURNING attempts, target_session_id",
+          {o.now, std::string_view(o.holder), expires, std::string_view(l.loop_id), c.nominal}, [&](const Row& row) {
+            attempts = row.Int(0);
+            target = OptText(row, 1);
+            return Status::Ok();
+          }));
+      if (attempts == 0) continue;  // the run row is gone: nothing to retry
+      c.attempts = attempts;
+      c.new_session_id = target;
+    }
+    updated.running = true;
+    c.loop = std::move(updated);
+    claims.push_back(std::move(c));
+  }
+  return claims;
+}
+
+int64_t BackoffMs(int64_t failures) {
+  static constexpr std::array<int64_t, 4> kSteps = {30'000, 60'000, 300'000, 900'000};
+  if (failures <= 0) return kSteps[0];
+  if (failures <= static_cast<int64_t>(kSteps.size())) return kSteps[failures - 1];
+  return 3'600'000;
+}
+
+Status Record(Tx& tx, const Claim& c, const Outcome& out, int64_t now) {
+  std::string_view result = out.delivered ? "delivered" : "failed";
+  std::array<Value, 8> run = {result,
+                              out.delivered ? Value(now) : Value(nullptr),
+                              Opt(out.target_session_id),
+                              Opt(out.message_id),
+                              Opt(out.error),
+                              Opt(out.note),
+                              std::string_view(c.loop.loop_id),
+                              c.nominal};
+  DSH_RETURN_IF_ERROR(tx.Exec("UPDATE loop_runs SET result = ?, delivered_at = ?,"
+                              " target_session_id = COALESCE(?, target_session_id), message_id = ?, error = ?, note = ?"
+                              " WHERE loop_id = ? AND nominal_at = ?",
+                              run)
+                          .status());
+  DSH_ASSIGN_OR_RETURN(auto loop, Get(tx, c.loop.loop_id));
+  if (!loop) return Status::Ok();  // deleted meanwhile: the run row is the record
+  LoopRecord l = *loop;
+  l.last_run_at = now;
+  l.last_result = std::string(result);
+  if (out.delivered) {
+    l.last_error.reset();
+    l.failures = 0;
+    if (l.retry_nominal == c.nominal) {
+      l.retry_nominal.reset();
+      l.retry_at.reset();
+    }
+    if (l.schedule.kind == ScheduleKind::kAfter) {
+      l.state = "completed";
+      l.due_at.reset();
+      l.retry_at.reset();
+      l.retry_nominal.reset();
+    } else if (!l.retry_nominal) {
+      l.state = "scheduled";
+    }
+  } else {
+    l.last_error = out.error.value_or("the occurrence could not be delivered");
+    l.failures += 1;
+    l.state = "failed";
+    // Retry this occurrence unless a newer one was claimed since.
+    if (!l.retry_nominal || *l.retry_nominal <= c.nominal) {
+      l.retry_nominal = c.nominal;
+      l.retry_at = now + BackoffMs(l.failures);
+    }
+  }
+  DSH_ASSIGN_OR_RETURN(bool won, UpdateState(tx, l));
+  if (!won) return Status("conflict", "loop " + l.loop_id + " changed while its result was recorded");
+  return Status::Ok();
+}
+
+Json RunJson(const Run& r) {
+  Json j = {{"nominal_at", r.nominal_at}, {"claimed_at", r.claimed_at}, {"attempts", r.attempts},
+            {"skipped", r.skipped}};
+  if (r.skipped_capped) j["skipped_capped"] = true;
+  if (r.delivered_at) j["delivered_at"] = *r.delivered_at;
+  if (r.target_session_id) j["target_session_id"] = *r.target_session_id;
+  if (r.message_id) j["message_id"] = *r.message_id;
+  j["result"] = r.result ? Json(*r.result) : Json("running");
+  if (r.error) j["error"] = *r.error;
+  if (r.note) j["note"] = *r.note;
+  return j;
+}
+
+Result<std::vector<Run>> Runs(Tx& tx, const std::string& loop_id, int64_t limit) {
+  std::vector<Run> out;
+  DSH_RETURN_IF_ERROR(tx.Query(
+      "SELECT nominal_at, claimed_at, delivered_at, target_session_id, message_id, result, error, note, attempts,"
+      " skipped, skipped_capped FROM loop_runs WHERE loop_id = ? ORDER BY nominal_at DESC LIMIT ?",
+      {std::string_view(loop_id), limit}, [&](const Row& row) {
+        out.push_back(Run{row.Int(0), row.Int(1), OptInt(row, 2), OptText(row, 3), OptText(row, 4), OptText(row, 5),
+                          OptText(row, 6), OptText(row, 7), row.Int(8), row.Int(9), row.Int(10) != 0});
+        return Status::Ok();
+      }));
+  return out;
+}
+
+}  // namespace registry
+}  // namespace dsh::plugins::loop

@@ -1,0 +1,144 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/json.h"
+#include "base/status.h"
+#include "plugins/loop/schedule.h"
+#include "store/connection.h"
+#include "store/database.h"
+
+namespace dsh::plugins::loop {
+
+// The durable loop registry (module "loop"): definitions, scheduling state
+// and run history, in the profile database — never in a session log.
+//
+//   loops(loop_id, prompt, schedule, target, preset, created_by, created_at,
+//         due_at, retry_at, retry_nominal, failures, state, last_run_at,
+//         last_result, last_error, version)
+//   loop_runs(num, loop_id, nominal_at, claimed_at, claimed_by,
+//             claim_expires, attempts, skipped, skipped_capped,
+//             target_session_id, message_id, delivered_at, result, error,
+//             note)  -- unique (loop_id, nominal_at)
+//   loop_v1_imports(session_id, v1_id, loop_id)  -- v1 loops imported once
+//
+// Functions taking a Tx run inside a store::Database job.
+std::vector<store::Migration> Migrations();
+
+// Reserved target / selector values (exact, case-sensitive).
+inline constexpr const char* kTargetSelf = "self";
+inline constexpr const char* kTargetNew = "new";
+inline constexpr const char* kListGlobal = "global";
+
+struct LoopRecord {
+  std::string loop_id;
+  std::string prompt;  // trimmed, non-empty
+  Schedule schedule;
+  std::string target;                 // "self", "new" or a session id
+  std::optional<std::string> preset;  // only with "new"
+  std::optional<std::string> created_by;  // the creating session; nullopt for a root call
+  int64_t created_at = 0;
+  // The schedule's next occurrence; nullopt once an `after` loop's one
+  // occurrence was claimed.
+  std::optional<int64_t> due_at;
+  // While `failed`: when the failed occurrence `retry_nominal` is tried again.
+  std::optional<int64_t> retry_at;
+  std::optional<int64_t> retry_nominal;
+  int64_t failures = 0;  // consecutive failed attempts
+  std::string state = "scheduled";  // stored: scheduled | failed | completed
+  std::optional<int64_t> last_run_at;
+  std::optional<std::string> last_result;  // delivered | failed
+  std::optional<std::string> last_error;
+  int64_t version = 0;  // bumped by every scheduler update (compare-and-set)
+  bool running = false;  // derived: an occurrence is claimed and not finished
+
+  // When the scheduler next has to act: the earlier of due_at and retry_at.
+  std::optional<int64_t> next_at() const;
+};
+
+// LoopView (spec 000 section 4) as of `now`: state running when an
+// occurrence is in flight, overdue when next_at <= now, else the stored one.
+Json LoopViewJson(const LoopRecord& loop, int64_t now);
+
+namespace registry {
+
+Status Insert(store::Tx& tx, const LoopRecord& loop);
+// False when there is no such loop.
+Result<bool> Delete(store::Tx& tx, const std::string& loop_id);
+Result<std::optional<LoopRecord>> Get(store::Tx& tx, const std::string& loop_id);
+
+// Active loops (not completed), by created_at then loop_id. `targets`
+// empty = every loop of the profile; else loops whose target is one of them.
+Result<std::vector<LoopRecord>> ListActive(store::Tx& tx, const std::vector<std::string>& targets);
+
+// The earliest next_at over all loops; nullopt when nothing is scheduled.
+Result<std::optional<int64_t>> NextWake(store::Tx& tx);
+
+// An occurrence a host claimed and must now deliver.
+struct Claim {
+  LoopRecord loop;  // as it was when claimed
+  int64_t nominal = 0;
+  int64_t skipped = 0;
+  bool skipped_capped = false;
+  int64_t attempts = 1;
+  // For target "new": the id the fresh session gets, chosen at the first
+  // claim so a retried delivery finds the session it may already have made.
+  std::optional<std::string> new_session_id;
+};
+
+// Claims, in this transaction, up to `limit` occurrences due at `now`: for
+// each due loop a compare-and-set of its scheduling state together with the
+// insert (or, for a retry, the reopening) of the occurrence's run row. Also
+// takes over runs whose claim expired unfinished (a host died between claim
+// and record). `timetable` computes catch-up; `new_session_id` makes ids.
+struct ClaimOptions {
+  int64_t now = 0;
+  std::string holder;
+  int64_t claim_ttl_ms = 30'000;
+  int limit = 256;
+};
+Result<std::vector<Claim>> ClaimDue(store::Tx& tx, const ClaimOptions& options,
+                                    const std::function<Result<Timetable>(const Schedule&)>& timetable,
+                                    const std::function<std::string()>& new_session_id);
+
+// The outcome of one claimed occurrence.
+struct Outcome {
+  bool delivered = false;
+  std::optional<std::string> target_session_id;
+  std::optional<std::string> message_id;
+  std::optional<std::string> error;  // plain words, when not delivered
+  std::optional<std::string> note;   // e.g. an inheritance fallback
+};
+
+// Records an outcome: the run row, and the loop's last_* fields and state
+// (an `after` loop completes on delivery; a failure schedules a retry of the
+// same occurrence after Backoff(failures), while a recurring loop keeps its
+// schedule). A loop deleted meanwhile only gets its run row finished.
+Status Record(store::Tx& tx, const Claim& claim, const Outcome& outcome, int64_t now);
+
+// Retry delay after `failures` consecutive failures: 30 s, 1 min, 5 min,
+// 15 min, then hourly.
+int64_t BackoffMs(int64_t failures);
+
+// One row of a loop's run history, newest first.
+struct Run {
+  int64_t nominal_at = 0;
+  int64_t claimed_at = 0;
+  std::optional<int64_t> delivered_at;
+  std::optional<std::string> target_session_id;
+  std::optional<std::string> message_id;
+  std::optional<std::string> result;  // nullopt while in flight
+  std::optional<std::string> error;
+  std::optional<std::string> note;
+  int64_t attempts = 0;
+  int64_t skipped = 0;
+  bool skipped_capped = false;
+};
+Json RunJson(const Run& run);
+Result<std::vector<Run>> Runs(store::Tx& tx, const std::string& loop_id, int64_t limit);
+
+}  // namespace registry
+}  // namespace dsh::plugins::loop

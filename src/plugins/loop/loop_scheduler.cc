@@ -1,0 +1,306 @@
+#include "plugins/loop/loop_scheduler.h"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/post.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <utility>
+
+#include "base/ids.h"
+
+namespace dsh::plugins::loop {
+namespace {
+
+std::string XmlEscape(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+registry::Outcome Failed(std::string error, std::optional<std::string> note = std::nullopt) {
+  registry::Outcome o;
+  o.error = std::move(error);
+  o.note = std::move(note);
+  return o;
+}
+
+}  // namespace
+
+std::string LoopMessage(const std::string& loop_id, const std::string& prompt) {
+  return "<loop>\n  <loop_id>" + XmlEscape(loop_id) + "</loop_id>\n  <prompt>" + XmlEscape(prompt) +
+         "</prompt>\n</loop>";
+}
+
+std::string OccurrenceKey(const std::string& loop_id, int64_t nominal) {
+  return "loop:" + loop_id + ":" + std::to_string(nominal);
+}
+
+LoopScheduler::LoopScheduler(boost::asio::io_context& ioc, store::Database& db, session::SessionStore& sessions,
+                             agent::AgentManager& agents, const Clock& clock, LoopEnvironment env,
+                             SchedulerOptions options)
+    : ioc_(ioc),
+      db_(db),
+      sessions_(sessions),
+      agents_(agents),
+      clock_(clock),
+      env_(std::move(env)),
+      options_(options),
+      strand_(boost::asio::make_strand(ioc)),
+      timer_(strand_) {
+  options_.max_wait = std::clamp(options_.max_wait, std::chrono::milliseconds(1), std::chrono::milliseconds(60'000));
+}
+
+LoopScheduler::~LoopScheduler() { Stop(); }
+
+void LoopScheduler::Start() {
+  {
+    std::lock_guard lock(mu_);
+    if (started_ || stopped_) return;
+    started_ = true;
+  }
+  boost::asio::post(strand_, [this] { Tick(); });
+}
+
+void LoopScheduler::Stop() {
+  std::unique_lock lock(mu_);
+  if (stopped_) return;
+  stopped_ = true;
+  if (!started_) return;
+  // Runs after everything already queued on the strand: nothing queued
+  // before it can touch this object after Stop returns.
+  bool flushed = false;
+  boost::asio::post(strand_, [this, &flushed] {
+    timer_.cancel();
+    std::lock_guard inner(mu_);
+    flushed = true;
+    cv_.notify_all();
+  });
+  cv_.wait(lock, [&] { return flushed && !in_tick_; });
+}
+
+void LoopScheduler::Poke() {
+  boost::asio::post(strand_, [this] {
+    if (ticking_) {
+      poked_ = true;  // the tick in progress runs again when it ends
+      return;
+    }
+    Tick();
+  });
+}
+
+bool LoopScheduler::SettleForTesting(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  int64_t target = ticks_started_ + 1;
+  lock.unlock();
+  Poke();
+  lock.lock();
+  return cv_.wait_for(lock, timeout, [&] { return ticks_finished_ >= target || stopped_; }) && !stopped_;
+}
+
+void LoopScheduler::Tick() {
+  {
+    std::lock_guard lock(mu_);
+    if (stopped_) return;
+    in_tick_ = true;
+    ++ticks_started_;
+  }
+  ticking_ = true;
+  poked_ = false;
+  timer_.cancel();
+  int64_t now = ToUnixMillis(clock_.Now());
+  auto claims = std::make_shared<std::vector<registry::Claim>>();
+  db_.Write(
+      [this, now, claims](store::Tx& tx) -> Status {
+        registry::ClaimOptions o{now, agents_.holder(), options_.claim_ttl.count(), options_.batch};
+        DSH_ASSIGN_OR_RETURN(
+            *claims, registry::ClaimDue(
+                         tx, o, [this](const Schedule& s) { return TimetableOf(s); },
+                         [this] { return NewId("ses_", clock_); }));
+        return Status::Ok();
+      },
+      [this, claims](Status st) {
+        if (!st.ok()) {
+          if (st.code() != codes::kShuttingDown) spdlog::warn("loop scheduler: claiming due loops failed: {}", st.ToString());
+          return boost::asio::post(strand_, [this] { FinishTick(false); });
+        }
+        if (claims->empty()) return boost::asio::post(strand_, [this] { FinishTick(false); });
+        bool full = static_cast<int>(claims->size()) >= options_.batch;
+        auto remaining = std::make_shared<std::atomic<size_t>>(claims->size());
+        for (const registry::Claim& claim : *claims) {
+          Deliver(claim, [this, claim, remaining, full](registry::Outcome out) {
+            int64_t at = ToUnixMillis(clock_.Now());
+            db_.Write([claim, out = std::move(out), at](store::Tx& tx) { return registry::Record(tx, claim, out, at); },
+                      [this, claim, remaining, full](Status st) {
+                        if (!st.ok() && st.code() != codes::kShuttingDown) {
+                          spdlog::warn("loop {}: recording the occurrence {} failed (it is retried): {}",
+                                       claim.loop.loop_id, claim.nominal, st.ToString());
+                        }
+                        if (remaining->fetch_sub(1) == 1) {
+                          boost::asio::post(strand_, [this, full] { FinishTick(full); });
+                        }
+                      });
+          });
+        }
+      });
+}
+
+void LoopScheduler::FinishTick(bool again) {
+  if (again || poked_) {
+    {
+      std::lock_guard lock(mu_);
+      ticks_finished_ = ticks_started_;
+      in_tick_ = false;
+      cv_.notify_all();
+    }
+    ticking_ = false;
+    return Tick();
+  }
+  auto next = std::make_shared<std::optional<int64_t>>();
+  db_.Read(
+      [next](store::Tx& tx) -> Status {
+        DSH_ASSIGN_OR_RETURN(*next, registry::NextWake(tx));
+        return Status::Ok();
+      },
+      [this, next](Status st) {
+        if (!st.ok() && st.code() != codes::kShuttingDown) {
+          spdlog::warn("loop scheduler: reading the next due loop failed: {}", st.ToString());
+        }
+        boost::asio::post(strand_, [this, next] {
+          ticking_ = false;
+          Arm(*next);
+          std::lock_guard lock(mu_);
+          ticks_finished_ = ticks_started_;
+          in_tick_ = false;
+          cv_.notify_all();
+        });
+      });
+}
+
+void LoopScheduler::Arm(std::optional<int64_t> next_at) {
+  {
+    std::lock_guard lock(mu_);
+    if (stopped_) return;
+  }
+  if (poked_) {
+    boost::asio::post(strand_, [this] {
+      if (!ticking_) Tick();
+    });
+    return;
+  }
+  auto wait = options_.max_wait;
+  if (next_at) {
+    int64_t until = *next_at - ToUnixMillis(clock_.Now());
+    wait = std::min(wait, std::chrono::milliseconds(std::max<int64_t>(until, 0)));
+  }
+  timer_.expires_after(wait);
+  timer_.async_wait(boost::asio::bind_executor(strand_, [this](const boost::system::error_code& ec) {
+    if (ec || ticking_) return;
+    Tick();
+  }));
+}
+
+agent::Delivery LoopScheduler::MakeDelivery(const std::string& session_id, const registry::Claim& claim) const {
+  agent::Delivery d;
+  d.session_id = session_id;
+  d.text = LoopMessage(claim.loop.loop_id, claim.loop.prompt);
+  d.mode = agent::DeliveryMode::kSteer;  // idle: the next turn; running: the next step boundary
+  d.wakeup = true;
+  d.key = OccurrenceKey(claim.loop.loop_id, claim.nominal);
+  d.meta = {{"origin", "loop"}, {"loop_id", claim.loop.loop_id}, {"nominal_at", claim.nominal}};
+  return d;
+}
+
+void LoopScheduler::Deliver(const registry::Claim& claim, std::function<void(registry::Outcome)> done) {
+  const std::string& target = claim.loop.target;
+  if (target == kTargetSelf) {
+    auto global = env_.global_session_id();
+    if (!global) return done(Failed("the global interface session is turned off (interface.global_session)"));
+    return DeliverTo(*global, claim, std::nullopt, std::move(done));
+  }
+  if (target == kTargetNew) return DeliverNew(claim, std::move(done));
+  DeliverTo(target, claim, std::nullopt, std::move(done));
+}
+
+void LoopScheduler::DeliverTo(const std::string& session_id, const registry::Claim& claim,
+                              std::optional<std::string> note, std::function<void(registry::Outcome)> done) {
+  agents_.Deliver(MakeDelivery(session_id, claim),
+                  [session_id, note = std::move(note), done = std::move(done)](Result<agent::Delivered> r) {
+                    if (!r.ok()) {
+                      if (r.status().code() == codes::kNotFound) {
+                        return done(Failed("the target session " + session_id + " does not exist", note));
+                      }
+                      return done(Failed("delivery to session " + session_id + " failed: " + r.status().message(), note));
+                    }
+                    registry::Outcome o;
+                    o.delivered = true;
+                    o.target_session_id = session_id;
+                    o.message_id = r->message_id;
+                    o.note = note;
+                    done(std::move(o));
+                  });
+}
+
+void LoopScheduler::DeliverNew(const registry::Claim& claim, std::function<void(registry::Outcome)> done) {
+  if (!claim.new_session_id) return done(Failed("no session id was chosen for this occurrence"));
+  // The inheritance source: the creating session, else the global interface.
+  std::optional<std::string> source = claim.loop.created_by;
+  if (!source) source = env_.global_session_id();
+  auto create = [this, claim, done = std::move(done)](std::optional<session::SessionHeader> src,
+                                                       std::optional<std::string> note) mutable {
+    session::NewSession s = env_.defaults();
+    s.id = claim.new_session_id;
+    s.origin = "loop";
+    if (src) {
+      s.route = src->route;
+      s.preset = src->preset;
+      s.cwd = src->cwd;
+    }
+    if (claim.loop.preset) {
+      if (env_.preset_exists(*claim.loop.preset)) {
+        s.preset = claim.loop.preset;
+      } else {
+        note = "the preset " + *claim.loop.preset + " no longer exists; the default preset was used";
+        s.preset = env_.defaults().preset;
+      }
+    }
+    std::string id = *claim.new_session_id;
+    agents_.CreateWith(std::move(s), MakeDelivery(id, claim),
+                       [this, claim, id, note, done = std::move(done)](Result<agent::Created> r) mutable {
+                         if (r.ok()) {
+                           registry::Outcome o;
+                           o.delivered = true;
+                           o.target_session_id = id;
+                           o.message_id = r->message_id;
+                           o.note = note;
+                           return done(std::move(o));
+                         }
+                         // A retried occurrence whose session was made before: the key finds its message.
+                         if (r.status().code() == codes::kAlreadyExists) return DeliverTo(id, claim, note, std::move(done));
+                         done(Failed("creating a fresh session failed: " + r.status().message(), note));
+                       });
+  };
+  if (!source) {
+    return create(std::nullopt, "there is no source session to inherit from; the profile defaults were used");
+  }
+  sessions_.GetAsync(*source, [source = *source, create = std::move(create)](Result<session::SessionHeader> h) mutable {
+    if (h.ok()) return create(*h, std::nullopt);
+    create(std::nullopt, "the source session " + source + " is unavailable (" + h.status().message() +
+                             "); the profile default preset and model were used");
+  });
+}
+
+}  // namespace dsh::plugins::loop

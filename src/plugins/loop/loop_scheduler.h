@@ -1,0 +1,111 @@
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "agent/agent_manager.h"
+#include "base/clock.h"
+#include "plugins/loop/loop_registry.h"
+#include "session/session_store.h"
+#include "store/database.h"
+#include "time/time_zone.h"
+
+namespace dsh::plugins::loop {
+
+// What loops need from the deployment. Every function must be thread-safe.
+struct LoopEnvironment {
+  // The global interface session ("self"); nullopt when it is off.
+  std::function<std::optional<std::string>()> global_session_id;
+  // A fresh root session: default preset, default route, the host's zone.
+  std::function<session::NewSession()> defaults;
+  std::function<bool(const std::string& preset)> preset_exists;
+  TimeZone host_zone;  // the zone of cron rules without `tz`
+};
+
+struct SchedulerOptions {
+  // Every wait is capped at this and re-checked on wake (DESIGN.md "Time":
+  // at most 60 s). It is also how soon a loop another host created or
+  // changed is noticed.
+  std::chrono::milliseconds max_wait{1000};
+  // A claimed occurrence not recorded within this long is taken over by any
+  // host (its claimer died).
+  std::chrono::milliseconds claim_ttl{30'000};
+  int batch = 256;  // occurrences claimed per transaction
+};
+
+// The `<loop>` message of one occurrence, with the prompt XML-escaped.
+std::string LoopMessage(const std::string& loop_id, const std::string& prompt);
+// The inbox key of an occurrence: a retried claim cannot deliver twice.
+std::string OccurrenceKey(const std::string& loop_id, int64_t nominal);
+
+// The profile loop scheduler of one host (spec 000 section 5). Due-ness
+// comes from the wall clock; waits use a steady timer, capped and re-checked.
+// Each tick claims due occurrences in one transaction (compare-and-set of
+// the loop with its run row), delivers each through the agent inbox with the
+// occurrence key, and records the outcome; ticks never overlap. Several
+// hosts may run schedulers on one profile: the compare-and-set gives each
+// occurrence to one of them.
+//
+// Thread-safe. Start() once, Stop() before the agents stop and while the
+// io_context runs.
+class LoopScheduler {
+ public:
+  LoopScheduler(boost::asio::io_context& ioc, store::Database& db, session::SessionStore& sessions,
+                agent::AgentManager& agents, const Clock& clock, LoopEnvironment env, SchedulerOptions options = {});
+  ~LoopScheduler();
+
+  void Start();
+  // Stops ticking and waits for the tick in progress (its deliveries are
+  // recorded). Idempotent. The io_context must be running.
+  void Stop();
+  // Looks for due work now (a loop was created or deleted here).
+  void Poke();
+  // For tests: pokes, then blocks until a tick that started after the poke
+  // finished; false on timeout.
+  bool SettleForTesting(std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+  const LoopEnvironment& environment() const { return env_; }
+  Result<Timetable> TimetableOf(const Schedule& schedule) const { return Timetable::Make(schedule, env_.host_zone); }
+
+ private:
+  void Tick();                    // on the strand
+  void FinishTick(bool again);    // on the strand
+  void Arm(std::optional<int64_t> next_at);
+  void Deliver(const registry::Claim& claim, std::function<void(registry::Outcome)> done);
+  void DeliverNew(const registry::Claim& claim, std::function<void(registry::Outcome)> done);
+  void DeliverTo(const std::string& session_id, const registry::Claim& claim, std::optional<std::string> note,
+                 std::function<void(registry::Outcome)> done);
+  agent::Delivery MakeDelivery(const std::string& session_id, const registry::Claim& claim) const;
+
+  boost::asio::io_context& ioc_;
+  store::Database& db_;
+  session::SessionStore& sessions_;
+  agent::AgentManager& agents_;
+  const Clock& clock_;
+  LoopEnvironment env_;
+  SchedulerOptions options_;
+  boost::asio::strand<boost::asio::io_context::executor_type> strand_;
+  boost::asio::steady_timer timer_;
+
+  // Strand state.
+  bool ticking_ = false;
+  bool poked_ = false;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool started_ = false;     // GUARDED_BY(mu_)
+  bool stopped_ = false;     // GUARDED_BY(mu_)
+  bool in_tick_ = false;     // GUARDED_BY(mu_)
+  int64_t ticks_started_ = 0;   // GUARDED_BY(mu_)
+  int64_t ticks_finished_ = 0;  // GUARDED_BY(mu_)
+};
+
+}  // namespace dsh::plugins::loop

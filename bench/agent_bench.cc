@@ -47,11 +47,16 @@
 #include "agent/agent_manager.h"
 #include "agent/model.h"
 #include "agent/tool_registry.h"
+#include "bench_util.h"
 #include "session/event_hub.h"
 #include "session/session_store.h"
 #include "store/sqlite_connection.h"
 
 using namespace dsh;
+using dsh::bench::Countdown;
+using dsh::bench::Fail;
+using dsh::bench::NowNs;
+using dsh::bench::Percentile;
 using Steady = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
@@ -68,13 +73,6 @@ struct Args {
   size_t prompt_bytes = 0;
   bool quick = false;
 };
-
-[[noreturn]] void Fail(const char* what, const Status& st) {
-  std::fprintf(stderr, "%s: %s\n", what, st.ToString().c_str());
-  std::exit(1);
-}
-
-int64_t NowNs() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Steady::now().time_since_epoch()).count(); }
 
 pid_t ThreadId() { return static_cast<pid_t>(::syscall(SYS_gettid)); }
 
@@ -145,25 +143,6 @@ class EchoRouter final : public agent::ModelRouter {
   std::unique_ptr<agent::ModelAdapter> echo_ = agent::MakeEchoModel();
 };
 
-// Waits for `n` completions of asynchronous calls.
-class Countdown {
- public:
-  explicit Countdown(size_t n) : left_(n) {}
-  void Done() {
-    std::lock_guard lock(mu_);
-    if (--left_ == 0) cv_.notify_all();
-  }
-  bool Wait(std::chrono::milliseconds timeout) {
-    std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, timeout, [&] { return left_ == 0; });
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  size_t left_;
-};
-
 // What the delivery phase tracks. The hub runs listeners one at a time (on
 // the database writer thread), so `sessions` and `latencies_ms` need no lock
 // of their own while deliveries run; they are read after the drain.
@@ -187,12 +166,6 @@ struct Tracker {
   double longest_stall_ms = 0;
   static constexpr double kStallMs = 20;
 };
-
-double Percentile(std::vector<double>& v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(static_cast<double>(v.size()) * p))];
-}
 
 struct Bench {
   Args args;

@@ -14,6 +14,7 @@
 #include "app/version.h"
 #include "base/log.h"
 #include "host/host.h"
+#include "plugins/loop/loop_plugin.h"
 #include "plugins/sessions/sessions_tools.h"
 #include "server/api.h"
 #include "server/http_server.h"
@@ -40,6 +41,7 @@ int RunWeb(const WebFlags& flags, CommandContext& ctx) {
   if (!flags.home.empty()) options.home = flags.home;
   options.patches = flags.patches;
   options.clock = &ctx.clock;
+  options.plugin_migrations = plugins::loop::PluginMigrations();
   auto opened = host::Host::Open(options);
   if (!opened.ok()) return Fail(ctx, opened.status());
   std::unique_ptr<host::Host> host = std::move(opened).value();
@@ -62,6 +64,7 @@ int RunWeb(const WebFlags& flags, CommandContext& ctx) {
 
   unsigned threads = std::max(2u, std::min(4u, std::thread::hardware_concurrency()));
   if (Status st = plugins::sessions::RegisterSessionsPlugin(*host); !st.ok()) return Fail(ctx, st);
+  if (Status st = plugins::loop::RegisterLoopPlugin(*host); !st.ok()) return Fail(ctx, st);
   if (Status st = host->Start(threads); !st.ok()) return Fail(ctx, st);
   boost::asio::io_context& ioc = host->io();
   server::Api api({token, kVersion}, {.tools = host->tools(),

@@ -28,8 +28,10 @@ Result<std::unique_ptr<Host>> Host::Open(const HostOptions& options) {
   store::SqliteOptions sqlite{.path = host->profile_.database_path()};
   sqlite.synchronous =
       host->config_.storage.synchronous_full ? store::SqliteOptions::Synchronous::kFull : store::SqliteOptions::Synchronous::kNormal;
+  std::vector<store::Migration> migrations = AllMigrations();
+  for (const auto& m : options.plugin_migrations) migrations.push_back(m);
   DSH_ASSIGN_OR_RETURN(host->db_, store::Database::Open(std::make_unique<store::SqliteConnectionFactory>(sqlite),
-                                                         AllMigrations()));
+                                                         std::move(migrations)));
   host->sessions_ = std::make_unique<session::SessionStore>(*host->db_, *host->clock_, &host->events_);
 
   agent::AgentManagerOptions agent_options;
@@ -69,6 +71,7 @@ Status Host::Start(unsigned threads) {
   for (unsigned i = 0; i < std::max(1u, threads); ++i) threads_.emplace_back([this] { ioc_.run(); });
   if (config_.interface.global_session) DSH_RETURN_IF_ERROR(EnsureGlobalSession());
   agents_->Start();
+  for (auto& hook : start_hooks_) DSH_RETURN_IF_ERROR(hook());
   return Status::Ok();
 }
 
@@ -107,6 +110,7 @@ Status Host::EnsureGlobalSession() {
 void Host::Stop() {
   if (stopped_) return;
   stopped_ = true;
+  for (auto it = stop_hooks_.rbegin(); it != stop_hooks_.rend(); ++it) (*it)();
   if (agents_) agents_->Stop();
   work_.reset();
   for (auto& t : threads_) t.join();

@@ -3,6 +3,7 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,6 +30,9 @@ struct HostOptions {
   // Overrides for tests (sweep interval, lease time); the idle eviction and
   // step cap come from the config unless set here.
   std::optional<agent::AgentManagerOptions> agent_options;
+  // Schema migrations of the plugins the app composes (their tables live in
+  // the profile database too), applied with the host's own on open.
+  std::vector<store::Migration> plugin_migrations;
 };
 
 // One host's services over one profile: configuration, the profile
@@ -77,6 +81,16 @@ class Host {
   // The session a fresh root session gets: default preset and model route.
   session::NewSession DefaultNewSession() const;
 
+  // Plugin lifecycle. `start` hooks run at the end of Start (after the
+  // agents started), in order; a failing one fails Start. `stop` hooks run
+  // first in Stop (before the agents stop, while the io_context still
+  // runs), in reverse order. Register them before Start.
+  void OnStart(std::function<Status()> start) { start_hooks_.push_back(std::move(start)); }
+  void OnStop(std::function<void()> stop) { stop_hooks_.push_back(std::move(stop)); }
+  // Keeps a plugin's objects alive until the host is destroyed (after its
+  // threads were joined and before its services go).
+  void Own(std::shared_ptr<void> object) { owned_.push_back(std::move(object)); }
+
   // Every schema migration of the compiled-in modules.
   static std::vector<store::Migration> AllMigrations();
 
@@ -98,6 +112,9 @@ class Host {
   std::unique_ptr<agent::AgentManager> agents_;
   std::optional<std::string> global_session_id_;
   bool stopped_ = false;
+  std::vector<std::function<Status()>> start_hooks_;
+  std::vector<std::function<void()>> stop_hooks_;
+  std::vector<std::shared_ptr<void>> owned_;  // last: destroyed first
 };
 
 }  // namespace dsh::host

@@ -1,0 +1,22 @@
+#pragma once
+
+#include <vector>
+
+#include "base/status.h"
+#include "store/database.h"
+
+namespace dsh::host {
+class Host;
+}
+
+namespace dsh::plugins::loop {
+
+// The loop plugin's tables; pass them in HostOptions::plugin_migrations.
+std::vector<store::Migration> PluginMigrations();
+
+// The plugin over a host (call after Host::Open, before Host::Start): the
+// scheduler (started with the host, stopped before its agents) and the tools
+// loop_create / loop_list / loop_delete in group "loop".
+Status RegisterLoopPlugin(host::Host& host);
+
+}  // namespace dsh::plugins::loop

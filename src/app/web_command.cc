@@ -14,6 +14,7 @@
 #include "app/version.h"
 #include "base/log.h"
 #include "host/host.h"
+#include "plugins/sessions/sessions_command.h"
 #include "plugins/sessions/sessions_tools.h"
 #include "server/api.h"
 #include "server/http_server.h"
@@ -62,12 +63,16 @@ int RunWeb(const WebFlags& flags, CommandContext& ctx) {
 
   unsigned threads = std::max(2u, std::min(4u, std::thread::hardware_concurrency()));
   if (Status st = plugins::sessions::RegisterSessionsPlugin(*host); !st.ok()) return Fail(ctx, st);
+  if (Status st = plugins::sessions::RegisterSessionsCommand(host->commands(), host->tools()); !st.ok()) {
+    return Fail(ctx, st);
+  }
   if (Status st = host->Start(threads); !st.ok()) return Fail(ctx, st);
   boost::asio::io_context& ioc = host->io();
   server::Api api({token, kVersion}, {.tools = host->tools(),
                                       .sessions = &host->sessions(),
                                       .events = &host->events(),
-                                      .host = host.get()});
+                                      .host = host.get(),
+                                      .commands = &host->commands()});
   server::HttpServer::Options http_options{bind_host, static_cast<uint16_t>(port)};
   http_options.websocket = [&api](server::HttpRequest req, server::UpgradeRespond respond) {
     api.HandleUpgrade(std::move(req), std::move(respond));

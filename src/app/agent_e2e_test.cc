@@ -258,5 +258,25 @@ TEST_F(AgentE2E, SessionCreateAndSendRunTurnsInTheHost) {
             "invalid_arguments");
 }
 
+TEST_F(AgentE2E, SessionsCreateAndSendCommandsUseTheSameServicesAsTheTools) {
+  Start();
+  std::string caller = CreateSession();
+  Json created = Call("POST", "/api/commands",
+                      {{"text", "/sessions create \"from the command\" --cwd /tmp"}, {"session_id", caller}});
+  Json data = created["result"]["data"];
+  EXPECT_EQ(data["status"], "queued") << created.dump();
+  EXPECT_EQ(data["cwd"], "/tmp");
+  EXPECT_EQ(Json::parse(created["result"]["text"].get<std::string>()), data) << "the text is the result as JSON";
+  std::string id = data["session_id"];
+  EXPECT_EQ(Texts(StreamUntilTurnEnds(id, 1), "message/assistant"), std::vector<std::string>{"echo: from the command"});
+  Json sent = Call("POST", "/api/commands", {{"text", "/sessions send " + id + " 'and then' --mode followup"}});
+  EXPECT_TRUE(sent["result"]["data"]["message_id"].get<std::string>().starts_with("msg_")) << sent.dump();
+  EXPECT_EQ(Texts(StreamUntilTurnEnds(id, 2), "message/assistant"),
+            (std::vector<std::string>{"echo: from the command", "echo: and then"}));
+  EXPECT_EQ(Call("POST", "/api/commands", {{"text", "/sessions create {\"prompt\": \"x\", \"workspace_id\": \"w\"}"}}, 400)
+                ["error"]["code"],
+            "invalid_arguments");
+}
+
 }  // namespace
 }  // namespace dsh::app

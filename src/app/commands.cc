@@ -1,6 +1,7 @@
 #include "app/commands.h"
 
 #include "app/cron_command.h"
+#include "app/sessions_command.h"
 #include "app/tool_command.h"
 #include "app/web_command.h"
 
@@ -9,6 +10,7 @@ namespace dsh::app {
 void AddAllCommands(CLI::App& root, CommandContext& ctx) {
   AddWebCommand(root, ctx);
   AddToolCommand(root, ctx);
+  AddSessionsCommand(root, ctx);
   AddCronCommand(root, ctx);
 }
 

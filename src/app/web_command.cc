@@ -70,7 +70,8 @@ int RunWeb(const WebFlags& flags, CommandContext& ctx) {
   server::Api api({token, kVersion}, {.tools = host->tools(),
                                       .sessions = &host->sessions(),
                                       .events = &host->events(),
-                                      .host = host.get()});
+                                      .host = host.get(),
+                                      .commands = &host->commands()});
   server::HttpServer::Options http_options{bind_host, static_cast<uint16_t>(port)};
   http_options.websocket = [&api](server::HttpRequest req, server::UpgradeRespond respond) {
     api.HandleUpgrade(std::move(req), std::move(respond));

@@ -59,6 +59,7 @@ inline constexpr const char* kSchemaTooNew = "schema_too_new";
 inline constexpr const char* kInvalidConfig = "invalid_config";
 inline constexpr const char* kShuttingDown = "shutting_down";
 inline constexpr const char* kCancelled = "cancelled";
+inline constexpr const char* kUnknownCommand = "unknown_command";  // no slash command by that name
 }  // namespace codes
 
 inline Status InvalidArguments(std::string message) {

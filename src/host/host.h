@@ -13,6 +13,7 @@
 #include "agent/agent_manager.h"
 #include "agent/tool_registry.h"
 #include "base/clock.h"
+#include "host/command_registry.h"
 #include "host/config.h"
 #include "host/model_routes.h"
 #include "host/profile.h"
@@ -36,12 +37,12 @@ struct HostOptions {
 };
 
 // One host's services over one profile: configuration, the profile
-// database, the session store, model routes, the tool registry (plugins
-// register their tools here before Start) and the live agents, all on one
+// database, the session store, model routes, the tool and slash-command
+// registries (plugins register theirs before Start) and the live agents, all on one
 // io_context run by the host's thread pool. The server and CLI layers reach
 // everything through it.
 //
-// Lifecycle: Open → register tools → Start → (serve) → Stop → Close.
+// Lifecycle: Open → register tools and commands → Start → (serve) → Stop → Close.
 // Not copyable; thread-safe once started (its members say how).
 class Host {
  public:
@@ -59,6 +60,9 @@ class Host {
   // Every event committed by this host's session store, as it commits.
   session::EventHub& events() { return events_; }
   agent::ToolRegistry& tools() { return tools_; }
+  // The slash commands (`POST /api/commands`); like tools(), registered
+  // before Start and only read afterwards.
+  CommandRegistry& commands() { return commands_; }
   ModelRoutes& models() { return *models_; }
   agent::AgentManager& agents() { return *agents_; }
   boost::asio::io_context& io() { return ioc_; }
@@ -108,6 +112,7 @@ class Host {
   session::EventHub events_;
   std::unique_ptr<session::SessionStore> sessions_;
   agent::ToolRegistry tools_;
+  CommandRegistry commands_;
   std::unique_ptr<ModelRoutes> models_;
   std::unique_ptr<agent::AgentManager> agents_;
   std::optional<std::string> global_session_id_;

@@ -160,6 +160,7 @@ const std::vector<Api::Route>& Api::Routes() {
   // /api/sessions/{id}/ name the session as `id`.
   static const std::vector<Route> kRoutes = {
       {"POST", "/api/tools/{name}", &Api::CallTool},
+      {"POST", "/api/commands", &Api::RunCommand},
       {"GET", "/api/sessions/{id}/events", &Api::ReadEvents},
       {"GET", kStreamPattern, &Api::StreamWithoutUpgrade},
       {"POST", "/api/sessions/{id}/messages", &Api::PostMessage},
@@ -296,6 +297,42 @@ void Api::CallTool(const PathParams& params, HttpRequest req, Respond respond) c
   services_.tools.Invoke(name, ctx, args, [respond = std::move(respond)](Result<Json> result) {
     if (!result.ok()) return respond(HttpResponse::FromError(result.status()));
     respond(HttpResponse::FromJson(200, Json{{"result", std::move(result).value()}}));
+  });
+}
+
+void Api::RunCommand(const PathParams&, HttpRequest req, Respond respond) const {
+  if (services_.commands == nullptr) return respond(Unavailable("slash commands"));
+  if (Status st = CheckQuery(req, {}); !st.ok()) return respond(HttpResponse::FromError(st));
+  auto body = ParseJson(req.body.empty() ? std::string_view("{}") : std::string_view(req.body));
+  if (!body.ok()) return respond(HttpResponse::FromError(body.status()));
+  if (!body->is_object()) {
+    return respond(
+        HttpResponse::FromError(Status(codes::kInvalidJson, "the request body must be a JSON object")));
+  }
+  std::optional<std::string> text;
+  host::CommandCall call;
+  for (const auto& [key, value] : body->items()) {
+    if (key == "text") {
+      if (!value.is_string() || value.get<std::string>().empty()) {
+        return respond(HttpResponse::FromError(InvalidArguments("`text` must be a non-empty string")));
+      }
+      text = value.get<std::string>();
+    } else if (key == "session_id") {
+      if (!value.is_string() || value.get<std::string>().empty()) {
+        return respond(HttpResponse::FromError(InvalidArguments("`session_id` must be a non-empty string")));
+      }
+      call.session_id = value.get<std::string>();
+    } else {
+      return respond(HttpResponse::FromError(InvalidArguments(
+          "unknown property `" + key + "` in the request body (expected text, session_id)")));
+    }
+  }
+  if (!text) {
+    return respond(HttpResponse::FromError(InvalidArguments("`text` is required, e.g. \"/sessions status\"")));
+  }
+  services_.commands->Run(*text, call, [respond = std::move(respond)](Result<host::CommandResult> result) {
+    if (!result.ok()) return respond(HttpResponse::FromError(result.status()));
+    respond(HttpResponse::FromJson(200, Json{{"result", {{"text", result->text}, {"data", result->data}}}}));
   });
 }
 

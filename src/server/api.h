@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "agent/tool_registry.h"
+#include "host/command_registry.h"
 #include "host/host.h"
 #include "server/event_stream.h"
 #include "server/http_types.h"
@@ -34,6 +35,7 @@ class Api {
     session::SessionStore* sessions = nullptr;
     session::EventHub* events = nullptr;
     host::Host* host = nullptr;  // agents, models, the global session
+    const host::CommandRegistry* commands = nullptr;  // POST /api/commands
   };
 
   Api(Options options, Services services) : options_(std::move(options)), services_(services) {}
@@ -61,6 +63,7 @@ class Api {
   bool Authorized(const HttpRequest& req, bool allow_query_token) const;
 
   void CallTool(const PathParams& params, HttpRequest req, Respond respond) const;
+  void RunCommand(const PathParams& params, HttpRequest req, Respond respond) const;
   void ReadEvents(const PathParams& params, HttpRequest req, Respond respond) const;
   void PostMessage(const PathParams& params, HttpRequest req, Respond respond) const;
   void CreateSession(const PathParams& params, HttpRequest req, Respond respond) const;

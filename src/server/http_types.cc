@@ -18,6 +18,7 @@ int HttpStatusFor(const std::string& code) {
   static const std::map<std::string, int, std::less<>> kTable = {
       {"invalid_json", 400},       {"invalid_arguments", 400}, {"unauthorized", 401},
       {"forbidden", 403},          {"not_found", 404},         {"unknown_tool", 404},
+      {"unknown_command", 404},
       {"method_not_allowed", 405}, {"already_exists", 409},    {"conflict", 409},
       {"payload_too_large", 413},  {"upgrade_required", 426},   {"unavailable", 503},       {"shutting_down", 503},
       {"persistence_uncertain", 503},

@@ -9,6 +9,7 @@
 #include "base/schema.h"
 #include "host/host.h"
 #include "plugins/sessions/session_service.h"
+#include "plugins/sessions/sessions_command.h"
 
 namespace dsh::plugins::sessions {
 namespace {
@@ -258,7 +259,8 @@ CreateEnvironment HostCreateEnvironment(host::Host& host) {
 }
 
 Status RegisterSessionsPlugin(host::Host& host) {
-  return RegisterSessionsTools(host.tools(), host.sessions(), host.agents(), HostCreateEnvironment(host));
+  DSH_RETURN_IF_ERROR(RegisterSessionsTools(host.tools(), host.sessions(), host.agents(), HostCreateEnvironment(host)));
+  return RegisterSessionsCommand(host.commands(), host.tools());
 }
 
 }  // namespace dsh::plugins::sessions

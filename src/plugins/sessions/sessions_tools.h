@@ -31,7 +31,8 @@ Status RegisterSessionsTools(agent::ToolRegistry& tools, session::SessionStore& 
 // presets, model validation and workspaces of `host`.
 CreateEnvironment HostCreateEnvironment(host::Host& host);
 
-// The plugin over a host: call after Host::Open and before Host::Start.
+// The plugin over a host: the tools and the `/sessions` command. Call after
+// Host::Open and before Host::Start.
 Status RegisterSessionsPlugin(host::Host& host);
 
 }  // namespace dsh::plugins::sessions

@@ -278,5 +278,24 @@ TEST_F(AgentE2E, SessionsCreateAndSendCommandsUseTheSameServicesAsTheTools) {
             "invalid_arguments");
 }
 
+TEST_F(AgentE2E, ALoopDeliversIntoASessionOfTheRunningHost) {
+  Start();
+  std::string id = CreateSession();
+  Json created = Call("POST", "/api/tools/loop_create",
+                      {{"args", {{"prompt", "ping"}, {"schedule", {{"kind", "after"}, {"after_seconds", 1}}}}},
+                       {"session_id", id}});
+  std::string loop_id = created["result"]["loop_id"];
+  EXPECT_EQ(created["result"]["state"], "scheduled") << created.dump();
+  auto events = StreamUntilTurnEnds(id, 1);
+  EXPECT_EQ(Texts(events, "message/user"),
+            std::vector<std::string>{"<loop>\n  <loop_id>" + loop_id + "</loop_id>\n  <prompt>ping</prompt>\n</loop>"});
+  Json all = Call("POST", "/api/tools/loop_list", {{"args", {{"session_id", "global"}}}});
+  EXPECT_EQ(all["result"], Json::array()) << "a delivered after loop leaves the lists";
+  // Its record can still be deleted, once.
+  EXPECT_EQ(Call("POST", "/api/tools/loop_delete", {{"args", {{"loop_id", loop_id}}}})["result"]["deleted"], true);
+  EXPECT_EQ(Call("POST", "/api/tools/loop_delete", {{"args", {{"loop_id", loop_id}}}}, 404)["error"]["code"],
+            "unknown_loop");
+}
+
 }  // namespace
 }  // namespace dsh::app

@@ -496,6 +496,20 @@ void SessionStore::ListRecentAsync(int64_t limit, Callback<std::vector<SessionHe
   ReadAsync<std::vector<SessionHeader>>([limit](Tx& tx) { return ListRecentTx(tx, limit); }, std::move(done));
 }
 
+Result<std::vector<std::string>> SessionStore::SessionsWithEventType(const std::string& type) {
+  return db_.ReadValue<std::vector<std::string>>([&](Tx& tx) -> Result<std::vector<std::string>> {
+    std::vector<std::string> ids;
+    DSH_RETURN_IF_ERROR(tx.Query(
+        "SELECT s.id FROM sessions s WHERE EXISTS (SELECT 1 FROM events e WHERE e.session_num = s.num AND e.type = ?)"
+        " OR EXISTS (SELECT 1 FROM events_recent r WHERE r.session_num = s.num AND r.type = ?) ORDER BY s.id",
+        {std::string_view(type), std::string_view(type)}, [&](const Row& row) {
+          ids.push_back(row.String(0));
+          return Status::Ok();
+        }));
+    return ids;
+  });
+}
+
 Result<SessionHeader> SessionStore::Fork(const std::string& parent_id, int64_t seed_length, const NewSession& child) {
   return db_.WriteValue<SessionHeader>(
       [&](Tx& tx) { return ForkTx(tx, parent_id, seed_length, child, ToUnixMillis(clock_.Now()), clock_); });

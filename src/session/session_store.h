@@ -91,6 +91,10 @@ class SessionStore {
   Result<int64_t> Compact(int64_t max_rows);
   static constexpr size_t kCompactEvery = 4096;
 
+  // Ids of the sessions with at least one event of `type`, in id order. A
+  // scan of every event: for one-time migrations, not for serving requests.
+  Result<std::vector<std::string>> SessionsWithEventType(const std::string& type);
+
   // Title snapshots of many sessions in one read; unknown ids are absent
   // from the result. Touches no agent and generates nothing.
   Result<std::map<std::string, Titles>> ReadTitles(const std::vector<std::string>& session_ids);

@@ -7,6 +7,7 @@
 #include "plugins/loop/loop_scheduler.h"
 #include "plugins/loop/loop_service.h"
 #include "plugins/loop/loop_tools.h"
+#include "plugins/loop/v1_import.h"
 
 namespace dsh::plugins::loop {
 
@@ -22,7 +23,11 @@ Status RegisterLoopPlugin(host::Host& host) {
                                                    host.clock(), std::move(env));
   auto service = std::make_shared<LoopService>(host.database(), host.sessions(), *scheduler, host.clock());
   DSH_RETURN_IF_ERROR(RegisterLoopTools(host.tools(), service));
-  host.OnStart([scheduler] {
+  host.OnStart([scheduler, &host] {
+    // v1 loops found in session logs join the registry (once per profile)
+    // before the first tick.
+    auto imported = ImportV1Loops(host.database(), host.sessions(), host.clock());
+    if (!imported.ok()) return imported.status().WithContext("importing v1 loops");
     scheduler->Start();
     return Status::Ok();
   });

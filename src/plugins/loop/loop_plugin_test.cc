@@ -12,6 +12,8 @@
 #include "plugins/loop/loop_scheduler.h"
 #include "plugins/loop/loop_service.h"
 #include "plugins/loop/loop_tools.h"
+#include "plugins/loop/v1_import.h"
+#include "session/conversation.h"
 #include "session/event.h"
 #include "store/sqlite_connection.h"
 
@@ -601,6 +603,73 @@ TEST_F(LoopTest, TwoSchedulersOnOneProfileDeliverEachOccurrenceOnce) {
   }
   for (const auto& t : targets) EXPECT_EQ(LoopMessages(t).size(), 5u) << t;
   second->Stop();
+}
+
+
+session::Event V1Event(int64_t seq, int64_t at, Json data) {
+  return session::Event{seq, std::string(kV1EventType), at, std::move(data)};
+}
+
+TEST(LoopV1, TheFoldKeepsTheLoopsThatAreStillActiveWithTheirLatestNextAt) {
+  std::vector<session::Event> log = {
+      V1Event(1, 1000, {{"id", "a"}, {"prompt", " check a "}, {"time_in_seconds", 60}, {"next_at", 61'000}}),
+      V1Event(2, 2000, {{"id", "b"}, {"prompt", "check b"}, {"time_in_seconds", 30}}),
+      V1Event(3, 3000, {{"id", "a"}, {"next_at", 121'000}}),  // dispatch
+      V1Event(4, 4000, {{"id", "c"}, {"prompt", "check c"}, {"time_in_seconds", 10}}),
+      V1Event(5, 5000, {{"id", "c"}}),  // delete
+      V1Event(6, 6000, {{"action", "dispatch"}, {"id", "b"}, {"next_at", "2026-01-01T00:00:00Z"}}),
+      V1Event(7, 7000, {{"id", "bad"}, {"prompt", "x"}, {"time_in_seconds", 0}}),  // skipped
+      V1Event(8, 8000, Json::array()),                                               // skipped
+      session::Event{9, "message/user", 9000, {{"text", "not a loop"}}},
+  };
+  auto active = FoldV1Loops("ses_x", log);
+  ASSERT_EQ(active.size(), 2u);
+  EXPECT_EQ(active[0].id, "a");
+  EXPECT_EQ(active[0].prompt, "check a");
+  EXPECT_EQ(active[0].time_in_seconds, 60);
+  EXPECT_EQ(active[0].next_at, 121'000);
+  EXPECT_EQ(active[1].id, "b");
+  EXPECT_EQ(active[1].next_at, 1'767'225'600'000);
+  EXPECT_EQ(active[1].created_at, 2000);
+}
+
+TEST_F(LoopTest, ActiveV1LoopsAreImportedOnceAndKeepDelivering) {
+  std::string me = Session("default", Route("m1"));
+  int64_t now = ToUnixMillis(clock_.Now());
+  ASSERT_TRUE(store_->Append(me, {{"message/user", {{"text", "hi"}}},
+                                  {kV1EventType, {{"id", "1"}, {"prompt", "v1 check"}, {"time_in_seconds", 60}, {"next_at", now + 60'000}}},
+                                  {kV1EventType, {{"id", "2"}, {"prompt", "gone"}, {"time_in_seconds", 60}}},
+                                  {kV1EventType, {{"id", "2"}}}})
+                  .ok());
+  auto first = ImportV1Loops(*db_, *store_, clock_);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(first->imported, 1);
+  Json loops = AllLoops();
+  ASSERT_EQ(loops.size(), 1u);
+  EXPECT_EQ(loops[0]["prompt"], "v1 check");
+  EXPECT_EQ(loops[0]["schedule"], Every(60));
+  EXPECT_EQ(loops[0]["session_id"], me);
+  EXPECT_EQ(loops[0]["next_at"], now + 60'000);
+  // Never two copies: the marker skips the scan, and without it the per-loop
+  // record still refuses a second import.
+  EXPECT_TRUE(ImportV1Loops(*db_, *store_, clock_)->already_done);
+  ASSERT_TRUE(db_->WriteValue<bool>([](store::Tx& tx) -> Result<bool> {
+                   DSH_RETURN_IF_ERROR(tx.Exec("DELETE FROM loop_settings").status());
+                   return true;
+                 }).ok());
+  auto again = ImportV1Loops(*db_, *store_, clock_);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->imported, 0);
+  EXPECT_EQ(AllLoops().size(), 1u);
+  // The imported loop runs like any other.
+  Advance(60s);
+  EXPECT_EQ(LoopMessages(me).size(), 1u);
+  // And the v1 log keeps reading: its loop events are not conversation.
+  auto events = store_->ReadEvents(me, 0, 100);
+  ASSERT_TRUE(events.ok());
+  auto blocks = session::ProjectConversation(me, *events);
+  ASSERT_TRUE(blocks.ok()) << blocks.status().ToString();
+  EXPECT_EQ(blocks->size(), 1u);
 }
 
 }  // namespace

@@ -60,6 +60,8 @@ std::vector<store::Migration> Migrations() {
            " v1_id TEXT NOT NULL,"
            " loop_id TEXT NOT NULL,"
            " PRIMARY KEY (session_id, v1_id))",
+           // Profile-wide markers of the plugin ("v1_import": "done").
+           "CREATE TABLE loop_settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
        }},
   };
 }

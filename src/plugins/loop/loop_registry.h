@@ -24,6 +24,7 @@ namespace dsh::plugins::loop {
 //             target_session_id, message_id, delivered_at, result, error,
 //             note)  -- unique (loop_id, nominal_at)
 //   loop_v1_imports(session_id, v1_id, loop_id)  -- v1 loops imported once
+//   loop_settings(key, value)                    -- markers ("v1_import")
 //
 // Functions taking a Tx run inside a store::Database job.
 std::vector<store::Migration> Migrations();

@@ -78,6 +78,8 @@ class SqliteConnection final : public Connection {
     return Control("ROLLBACK TO SAVEPOINT " + std::string(name));
   }
   Status ReleaseSavepoint(std::string_view name) override { return Control("RELEASE SAVEPOINT " + std::string(name)); }
+  int64_t TotalChanges() override { return sqlite3_total_changes64(db_); }
+  bool InTransaction() override { return sqlite3_get_autocommit(db_) == 0; }
 
   Status Configure(const SqliteOptions& o) {
     sqlite3_busy_timeout(db_, static_cast<int>(o.busy_timeout.count()));

@@ -181,6 +181,13 @@ std::string ExpandSqliteComments(std::string_view sql) {
 }
 
 Result<std::unique_ptr<Connection>> SqliteConnectionFactory::Open() {
+  // Without memory statistics, SQLite's allocations skip a process-wide mutex
+  // (about 7% of the writer's instructions per append). dsh reads no
+  // sqlite3_memory_used() figures. Must precede SQLite's initialization, so
+  // it is done once before the first connection; refused (and harmless) if
+  // something else initialized SQLite earlier.
+  static const bool configured = [] { return sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0) == SQLITE_OK; }();
+  (void)configured;
   sqlite3* db = nullptr;
   int rc = sqlite3_open_v2(options_.path.c_str(), &db,
                            SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);

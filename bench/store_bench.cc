@@ -1,6 +1,10 @@
 // Load program for the durable session store (docs/PERFORMANCE.md, "Storage").
 //
-//   store_bench [--dir DIR] [--seconds S] [--quick]
+//   store_bench [--dir DIR] [--seconds S] [--quick] [--appenders N] [--mode async|threads]
+//               [--no-baseline] [--no-reads]
+//
+// The selection flags run only part of it (for A/B comparisons of one case);
+// without them it runs everything below.
 //
 // 1. Durable appends per second at synchronous=FULL with 1 and 64 concurrent
 //    appenders (each appends one event at a time to its own session and waits
@@ -32,6 +36,10 @@ struct Args {
   std::string dir;
   double seconds = 3;
   bool quick = false;
+  int only_appenders = 0;  // 0: both 1 and 64
+  int only_mode = -1;      // a Mode, or -1: both
+  bool baseline = true;
+  bool reads = true;
 };
 
 std::unique_ptr<store::Database> Open(const std::string& path, size_t max_batch) {
@@ -137,8 +145,21 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--dir") && i + 1 < argc) args.dir = argv[++i];
     else if (!std::strcmp(argv[i], "--seconds") && i + 1 < argc) args.seconds = std::atof(argv[++i]);
     else if (!std::strcmp(argv[i], "--quick")) args.quick = true;
+    else if (!std::strcmp(argv[i], "--appenders") && i + 1 < argc) args.only_appenders = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--mode") && i + 1 < argc && !std::strcmp(argv[i + 1], "async")) {
+      args.only_mode = static_cast<int>(Mode::kAsync);
+      ++i;
+    } else if (!std::strcmp(argv[i], "--mode") && i + 1 < argc && !std::strcmp(argv[i + 1], "threads")) {
+      args.only_mode = static_cast<int>(Mode::kThreads);
+      ++i;
+    }
+    else if (!std::strcmp(argv[i], "--no-baseline")) args.baseline = false;
+    else if (!std::strcmp(argv[i], "--no-reads")) args.reads = false;
     else {
-      std::fprintf(stderr, "usage: %s [--dir DIR] [--seconds S] [--quick]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--dir DIR] [--seconds S] [--quick] [--appenders N] [--mode async|threads] "
+                   "[--no-baseline] [--no-reads]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -152,15 +173,25 @@ int main(int argc, char** argv) {
   std::printf("| appenders | waiting | group commit: events/s | commits/s | one transaction per append: events/s | ratio |\n");
   std::printf("|---:|---|---:|---:|---:|---:|\n");
   for (Mode mode : {Mode::kAsync, Mode::kThreads}) {
+    if (args.only_mode >= 0 && static_cast<int>(mode) != args.only_mode) continue;
     for (int appenders : {1, 64}) {
+      if (args.only_appenders > 0) {
+        if (appenders != 1) continue;  // one pass with the chosen count
+        appenders = args.only_appenders;
+      }
       AppendResult group = Appends(path, appenders, 1024, args.seconds, mode);
-      AppendResult single = Appends(path, appenders, 1, args.seconds, mode);
-      std::printf("| %d | %s | %.0f | %.0f | %.0f | %.1fx |\n", appenders,
-                  mode == Mode::kAsync ? "async callbacks" : "blocked threads", group.per_second,
-                  group.commits_per_second, single.per_second, group.per_second / single.per_second);
+      std::printf("| %d | %s | %.0f | %.0f | ", appenders, mode == Mode::kAsync ? "async callbacks" : "blocked threads",
+                  group.per_second, group.commits_per_second);
+      if (args.baseline) {
+        AppendResult single = Appends(path, appenders, 1, args.seconds, mode);
+        std::printf("%.0f | %.1fx |\n", single.per_second, group.per_second / single.per_second);
+      } else {
+        std::printf("- | - |\n");
+      }
       std::fflush(stdout);
     }
   }
+  if (!args.reads) return 0;
 
   const int64_t kSessions = args.quick ? 2'000 : 100'000;
   const int64_t kEvents = args.quick ? 20'000 : 1'000'000;

@@ -142,6 +142,9 @@ Status UpdateTitle(Tx& tx, const std::string& id, std::string_view type, const s
   return tx.Exec(sql, {std::string_view(title), std::string_view(id)}).status();
 }
 
+// Every check (drafts, the session) comes before the first write: appends
+// run without a savepoint of their own (JobIsolation::kFailsBeforeWriting),
+// so after a write only a storage failure may end this with an error.
 Result<std::vector<Event>> AppendTx(Tx& tx, const std::string& id, std::vector<EventDraft>& drafts, int64_t now) {
   if (drafts.empty()) return InvalidArguments("nothing to append");
   for (auto& d : drafts) {
@@ -360,10 +363,10 @@ std::vector<store::Migration> SessionStore::Migrations() {
 }
 
 template <typename T>
-void SessionStore::RunAsync(void (store::Database::*run)(store::Database::Job, store::Database::Done),
+void SessionStore::RunAsync(const std::function<void(store::Database::Job, store::Database::Done)>& submit,
                             std::function<Result<T>(store::Tx&)> job, Callback<T> done) {
   auto out = std::make_shared<std::optional<T>>();
-  (db_.*run)(
+  submit(
       [job = std::move(job), out](store::Tx& tx) -> Status {
         auto r = job(tx);
         if (!r.ok()) return r.status();
@@ -377,13 +380,16 @@ void SessionStore::RunAsync(void (store::Database::*run)(store::Database::Job, s
 }
 
 template <typename T>
-void SessionStore::WriteAsync(std::function<Result<T>(store::Tx&)> job, Callback<T> done) {
-  RunAsync<T>(&store::Database::Write, std::move(job), std::move(done));
+void SessionStore::WriteAsync(std::function<Result<T>(store::Tx&)> job, Callback<T> done,
+                              store::JobIsolation isolation) {
+  RunAsync<T>([&](store::Database::Job j, store::Database::Done d) { db_.Write(std::move(j), std::move(d), isolation); },
+              std::move(job), std::move(done));
 }
 
 template <typename T>
 void SessionStore::ReadAsync(std::function<Result<T>(store::Tx&)> job, Callback<T> done) {
-  RunAsync<T>(&store::Database::Read, std::move(job), std::move(done));
+  RunAsync<T>([&](store::Database::Job j, store::Database::Done d) { db_.Read(std::move(j), std::move(d)); },
+              std::move(job), std::move(done));
 }
 
 Result<SessionHeader> SessionStore::Create(const NewSession& s) {
@@ -421,6 +427,10 @@ void SessionStore::AppendWithAsync(std::string id, std::vector<EventDraft> event
                                    Callback<std::vector<Event>> done) {
   size_t n = events.size();
   auto published = Published(id, std::move(done));
+  // AppendTx checks everything (drafts, the session) before its first write,
+  // so a plain append needs no savepoint of its own; `also` may fail after
+  // writing, so with it the append keeps one.
+  auto isolation = also ? store::JobIsolation::kSavepoint : store::JobIsolation::kFailsBeforeWriting;
   WriteAsync<std::vector<Event>>(
       [this, id = std::move(id), events = std::move(events), also = std::move(also)](Tx& tx) mutable
       -> Result<std::vector<Event>> {
@@ -428,7 +438,7 @@ void SessionStore::AppendWithAsync(std::string id, std::vector<EventDraft> event
         if (also) DSH_RETURN_IF_ERROR(also(tx, stored));
         return stored;
       },
-      std::move(published));
+      std::move(published), isolation);
   NoteAppended(n);  // queued after the append, so a compaction it starts includes it
 }
 

@@ -104,10 +104,11 @@ class SessionStore {
   void NoteAppended(size_t n);
 
   template <typename T>
-  void RunAsync(void (store::Database::*run)(store::Database::Job, store::Database::Done),
+  void RunAsync(const std::function<void(store::Database::Job, store::Database::Done)>& submit,
                 std::function<Result<T>(store::Tx&)> job, Callback<T> done);
   template <typename T>
-  void WriteAsync(std::function<Result<T>(store::Tx&)> job, Callback<T> done);
+  void WriteAsync(std::function<Result<T>(store::Tx&)> job, Callback<T> done,
+                  store::JobIsolation isolation = store::JobIsolation::kSavepoint);
   template <typename T>
   void ReadAsync(std::function<Result<T>(store::Tx&)> job, Callback<T> done);
 

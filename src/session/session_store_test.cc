@@ -121,6 +121,41 @@ TEST_F(SessionStoreTest, RejectsBadEventsWithoutWritingAny) {
   EXPECT_EQ(store_->Get(h.id)->last_seq, 0);
 }
 
+TEST_F(SessionStoreTest, FailedAppendsInABatchLeaveTheOthersIntact) {
+  SessionHeader a = NewOne();
+  SessionHeader b = NewOne();
+  // Hold the writer so the appends below share one transaction.
+  std::promise<void> entered, release;
+  db_->Write(
+      [&](store::Tx&) {
+        entered.set_value();
+        release.get_future().wait();
+        return Status::Ok();
+      },
+      nullptr);
+  entered.get_future().wait();
+  std::vector<std::promise<Result<std::vector<Event>>>> done(4);
+  auto to = [&](int i) { return [&, i](Result<std::vector<Event>> r) { done[i].set_value(std::move(r)); }; };
+  store_->AppendAsync(a.id, {{"x/y", {{"i", 1}}}}, to(0));
+  store_->AppendAsync("no-such-session", {{"x/y", {}}}, to(1));
+  store_->AppendAsync(b.id, {{"title/user", {{"title", 7}}}}, to(2));  // invalid: title must be a string
+  store_->AppendAsync(b.id, {{"x/y", {{"i", 2}}}}, to(3));
+  release.set_value();
+  std::vector<Result<std::vector<Event>>> r;
+  for (auto& d : done) r.push_back(d.get_future().get());
+  ASSERT_TRUE(r[0].ok()) << r[0].status().ToString();
+  EXPECT_EQ(r[1].status().code(), "not_found");
+  EXPECT_EQ(r[2].status().code(), "invalid_arguments");
+  ASSERT_TRUE(r[3].ok()) << r[3].status().ToString();
+  EXPECT_EQ((*r[3])[0].seq, 1);
+  EXPECT_EQ(store_->Get(a.id)->last_seq, 1);
+  EXPECT_EQ(store_->Get(b.id)->last_seq, 1);
+  auto events = store_->ReadEvents(b.id, 0, 10);
+  ASSERT_EQ(events->size(), 1u);
+  EXPECT_EQ((*events)[0].data["i"], 2);
+  EXPECT_FALSE(store_->ReadTitles({b.id})->at(b.id).user.has_value());
+}
+
 TEST_F(SessionStoreTest, ReadsAWindowBySeq) {
   SessionHeader h = NewOne();
   for (int i = 0; i < 10; ++i) ASSERT_TRUE(store_->Append(h.id, {{"x/y", {{"i", i}}}}).ok());

@@ -77,6 +77,12 @@ class Connection : public Tx {
   virtual Status Savepoint(std::string_view name) = 0;
   virtual Status RollbackToSavepoint(std::string_view name) = 0;
   virtual Status ReleaseSavepoint(std::string_view name) = 0;
+  // A count of rows changed through this connection that only grows: two
+  // readings differ when rows were inserted, updated or deleted in between.
+  virtual int64_t TotalChanges() = 0;
+  // Whether a transaction is open; false once the backend has rolled one back
+  // by itself after an error (SQLite does so on a full disk or an I/O error).
+  virtual bool InTransaction() = 0;
 };
 
 // Opens connections to one database. Thread-safe.

@@ -65,23 +65,26 @@ void Database::Close() {
   }
 }
 
-void Database::Enqueue(std::deque<Pending>& queue, std::condition_variable& cv, const char* what, Job job,
-                       Done done) {
+void Database::Enqueue(std::deque<Pending>& queue, std::condition_variable& cv, const char* what, Pending p) {
   {
     std::lock_guard lock(mu_);
     if (!closing_) {
-      queue.push_back(Pending{std::move(job), std::move(done)});
+      queue.push_back(std::move(p));
       cv.notify_one();
       return;
     }
   }
-  Finish(done, Status(codes::kShuttingDown, std::string("the database is closing; the ") + what +
-                                                " was not attempted"));
+  Finish(p.done, Status(codes::kShuttingDown, std::string("the database is closing; the ") + what +
+                                                  " was not attempted"));
 }
 
-void Database::Write(Job job, Done done) { Enqueue(write_queue_, write_cv_, "write", std::move(job), std::move(done)); }
+void Database::Write(Job job, Done done, JobIsolation isolation) {
+  Enqueue(write_queue_, write_cv_, "write", Pending{std::move(job), std::move(done), isolation});
+}
 
-void Database::Read(Job job, Done done) { Enqueue(read_queue_, read_cv_, "read", std::move(job), std::move(done)); }
+void Database::Read(Job job, Done done) {
+  Enqueue(read_queue_, read_cv_, "read", Pending{std::move(job), std::move(done)});
+}
 
 Status Database::WriteSync(Job job) {
   std::promise<Status> promise;
@@ -115,18 +118,19 @@ void Database::WriterLoop(std::unique_ptr<Connection> conn) {
         write_queue_.pop_front();
       }
     }
-    CommitBatch(*conn, batch);
+    std::span<Pending> rest(batch);
+    while (!rest.empty()) rest = CommitBatch(*conn, rest);
   }
 }
 
-void Database::CommitBatch(Connection& conn, std::vector<Pending>& batch) {
+std::span<Database::Pending> Database::CommitBatch(Connection& conn, std::span<Pending> batch) {
   auto fail_all = [&](const Status& st) {
     for (auto& p : batch) Finish(p.done, st);
   };
   Status begin = conn.BeginWrite();
   if (!begin.ok()) {
     fail_all(begin.WithContext("cannot start a write transaction"));
-    return;
+    return {};
   }
   std::vector<Status> results(batch.size());
   if (batch.size() == 1) {
@@ -135,10 +139,22 @@ void Database::CommitBatch(Connection& conn, std::vector<Pending>& batch) {
     if (!results[0].ok()) {
       (void)conn.Rollback();
       Finish(batch[0].done, results[0]);
-      return;
+      return {};
     }
   } else {
     for (size_t i = 0; i < batch.size(); ++i) {
+      if (batch[i].isolation == JobIsolation::kFailsBeforeWriting) {
+        int64_t changes = conn.TotalChanges();
+        results[i] = RunJob(batch[i].job, conn);
+        if (results[i].ok() || (conn.TotalChanges() == changes && conn.InTransaction())) continue;
+        // It failed after a change: only the whole transaction can undo that.
+        (void)conn.Rollback();
+        Status lost(codes::kCommitFailed, "the write transaction failed; nothing of this write was saved: " +
+                                              results[i].message());
+        for (size_t j = 0; j < i; ++j) Finish(batch[j].done, lost);
+        Finish(batch[i].done, results[i]);
+        return batch.subspan(i + 1);
+      }
       Status sp = conn.Savepoint("job");
       if (sp.ok()) {
         results[i] = RunJob(batch[i].job, conn);
@@ -148,7 +164,7 @@ void Database::CommitBatch(Connection& conn, std::vector<Pending>& batch) {
       if (!sp.ok()) {
         (void)conn.Rollback();
         fail_all(Status(codes::kCommitFailed, "the write transaction failed; nothing of it was saved: " + sp.message()));
-        return;
+        return {};
       }
     }
   }
@@ -162,7 +178,7 @@ void Database::CommitBatch(Connection& conn, std::vector<Pending>& batch) {
       stats_.failed_commits++;
     }
     fail_all(Status(codes::kCommitFailed, "commit failed; nothing of this write was saved: " + commit.message()));
-    return;
+    return {};
   }
   {
     std::lock_guard lock(mu_);
@@ -170,6 +186,7 @@ void Database::CommitBatch(Connection& conn, std::vector<Pending>& batch) {
     stats_.jobs += batch.size();
   }
   for (size_t i = 0; i < batch.size(); ++i) Finish(batch[i].done, results[i]);
+  return {};
 }
 
 void Database::ReaderLoop(std::unique_ptr<Connection> conn) {

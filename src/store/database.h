@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -38,12 +39,31 @@ struct DatabaseOptions {
 // Group commit: write jobs submitted while a transaction is committing queue
 // up and share the next transaction. Each job runs inside its own savepoint,
 // so a job that returns an error rolls back alone and gets its error; the
-// others in the batch are unaffected. A failed COMMIT fails every job of the
+// others in the batch are unaffected (see JobIsolation for the exception). A failed COMMIT fails every job of the
 // batch with `commit_failed` and nothing of the batch is visible. A job's
 // completion callback runs only after COMMIT returned (on the writer thread:
 // callbacks must be quick and must not block; post to your own strand).
 //
 // Thread-safe. Destruction (or Close) drains queued jobs first.
+//
+// How a write job's failure is kept from the rest of its batch.
+enum class JobIsolation {
+  // The default: the job runs in its own savepoint; an error rolls back its
+  // changes and nothing else.
+  kSavepoint,
+  // For small, frequent jobs (one append): the job promises to return an
+  // error only before its first change (it checks, then writes). It runs
+  // without a savepoint, which spares copying every page it touches into the
+  // statement journal — about a quarter of the writer's CPU per append. A job
+  // that fails without having changed a row leaves its batch as it was. One
+  // that breaks the promise (an error after a change, such as a storage
+  // failure) cannot be undone alone: the whole transaction rolls back, the
+  // jobs before it in the batch fail with `commit_failed` (nothing of theirs
+  // was saved), it gets its own error, and the jobs after it run in a new
+  // transaction. Nothing partial is ever committed either way.
+  kFailsBeforeWriting,
+};
+
 class Database {
  public:
   using Job = std::function<Status(Tx&)>;
@@ -61,7 +81,7 @@ class Database {
 
   // Queues `job` for the next group commit; `done` gets its outcome.
   // After Close(): `done` gets `shutting_down` at once.
-  void Write(Job job, Done done);
+  void Write(Job job, Done done, JobIsolation isolation = JobIsolation::kSavepoint);
   // Runs `job` in a read snapshot on a reader thread.
   void Read(Job job, Done done);
 
@@ -97,6 +117,7 @@ class Database {
   struct Pending {
     Job job;
     Done done;
+    JobIsolation isolation = JobIsolation::kSavepoint;
   };
 
   template <typename T>
@@ -115,10 +136,14 @@ class Database {
   Database(std::unique_ptr<ConnectionFactory> factory, DatabaseOptions options);
   Status Start(std::vector<Migration> migrations);
   // Queues a job unless closing; then `done` gets `shutting_down` at once.
-  void Enqueue(std::deque<Pending>& queue, std::condition_variable& cv, const char* what, Job job, Done done);
+  void Enqueue(std::deque<Pending>& queue, std::condition_variable& cv, const char* what, Pending p);
   void WriterLoop(std::unique_ptr<Connection> conn);
   void ReaderLoop(std::unique_ptr<Connection> conn);
-  void CommitBatch(Connection& conn, std::vector<Pending>& batch);
+  // Runs `batch` in one transaction, commits it and finishes its jobs. When a
+  // kFailsBeforeWriting job fails after a change, the transaction rolls back,
+  // the jobs up to it are finished as failed, and the jobs after it are
+  // returned, not attempted; otherwise the result is empty.
+  std::span<Pending> CommitBatch(Connection& conn, std::span<Pending> batch);
 
   std::unique_ptr<ConnectionFactory> factory_;
   DatabaseOptions options_;

@@ -151,6 +151,64 @@ TEST(Database, AFailingJobRollsBackAloneWithinItsBatch) {
   EXPECT_EQ(Count(*db), 2);  // row 2 of the failed job is not there
 }
 
+TEST(Database, AJobWithoutSavepointThatFailsBeforeWritingSparesItsBatch) {
+  dsh::testing::TempDir dir;
+  auto db = std::move(Database::Open(Sqlite(dir.File("a.db")), Notes()).value());
+  WriterGate gate;
+  gate.Block(*db);
+  std::latch acked(3);
+  Status s1, s2, s3;
+  constexpr auto kNoSavepoint = JobIsolation::kFailsBeforeWriting;
+  db->Write([](Tx& tx) { return Insert(tx, 1, "a"); }, [&](Status st) { s1 = st; acked.count_down(); },
+            kNoSavepoint);
+  db->Write([](Tx&) { return InvalidArguments("checked before writing"); },
+            [&](Status st) { s2 = st; acked.count_down(); }, kNoSavepoint);
+  db->Write([](Tx& tx) { return Insert(tx, 3, "c"); }, [&](Status st) { s3 = st; acked.count_down(); },
+            kNoSavepoint);
+  auto before = db->stats();
+  gate.release.count_down();
+  acked.wait();
+  EXPECT_TRUE(s1.ok()) << s1.ToString();
+  EXPECT_EQ(s2.code(), "invalid_arguments");
+  EXPECT_TRUE(s3.ok()) << s3.ToString();
+  EXPECT_EQ(Count(*db), 2);
+  EXPECT_EQ(db->stats().commits - before.commits, 2u);  // the gate's batch, then the three together
+}
+
+TEST(Database, AJobWithoutSavepointThatFailsAfterWritingSavesNothingBeforeItAndRunsTheRestAnew) {
+  dsh::testing::TempDir dir;
+  auto db = std::move(Database::Open(Sqlite(dir.File("a.db")), Notes()).value());
+  WriterGate gate;
+  gate.Block(*db);
+  std::latch acked(3);
+  Status s1, s2, s3;
+  db->Write([](Tx& tx) { return Insert(tx, 1, "a"); }, [&](Status st) { s1 = st; acked.count_down(); });
+  db->Write(
+      [](Tx& tx) {
+        DSH_RETURN_IF_ERROR(Insert(tx, 2, "b"));
+        return Insert(tx, 1, "duplicate");  // breaks the promise: fails after a change
+      },
+      [&](Status st) { s2 = st; acked.count_down(); }, JobIsolation::kFailsBeforeWriting);
+  db->Write([](Tx& tx) { return Insert(tx, 3, "c"); }, [&](Status st) { s3 = st; acked.count_down(); });
+  gate.release.count_down();
+  acked.wait();
+  EXPECT_EQ(s1.code(), "commit_failed");
+  EXPECT_NE(s1.message().find("nothing of this write was saved"), std::string::npos);
+  EXPECT_EQ(s2.code(), "conflict");
+  EXPECT_TRUE(s3.ok()) << s3.ToString();
+  // Neither row 1 nor the failed job's row 2 were saved; row 3 was, in a transaction of its own.
+  auto ids = db->ReadValue<std::vector<int64_t>>([](Tx& tx) -> Result<std::vector<int64_t>> {
+    std::vector<int64_t> out;
+    DSH_RETURN_IF_ERROR(tx.Query("SELECT id FROM notes ORDER BY id", {}, [&](const Row& row) {
+      out.push_back(row.Int(0));
+      return Status::Ok();
+    }));
+    return out;
+  });
+  ASSERT_TRUE(ids.ok());
+  EXPECT_EQ(*ids, std::vector<int64_t>{3});
+}
+
 TEST(Database, InjectedCommitFailureFailsTheWholeBatchAndLeavesNoTrace) {
   dsh::testing::TempDir dir;
   auto faults = std::make_shared<testing::Faults>();

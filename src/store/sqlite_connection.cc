@@ -78,6 +78,8 @@ class SqliteConnection final : public Connection {
     return Control("ROLLBACK TO SAVEPOINT " + std::string(name));
   }
   Status ReleaseSavepoint(std::string_view name) override { return Control("RELEASE SAVEPOINT " + std::string(name)); }
+  int64_t TotalChanges() override { return sqlite3_total_changes64(db_); }
+  bool InTransaction() override { return sqlite3_get_autocommit(db_) == 0; }
 
   Status Configure(const SqliteOptions& o) {
     sqlite3_busy_timeout(db_, static_cast<int>(o.busy_timeout.count()));
@@ -179,6 +181,13 @@ std::string ExpandSqliteComments(std::string_view sql) {
 }
 
 Result<std::unique_ptr<Connection>> SqliteConnectionFactory::Open() {
+  // Without memory statistics, SQLite's allocations skip a process-wide mutex
+  // (about 7% of the writer's instructions per append). dsh reads no
+  // sqlite3_memory_used() figures. Must precede SQLite's initialization, so
+  // it is done once before the first connection; refused (and harmless) if
+  // something else initialized SQLite earlier.
+  static const bool configured = [] { return sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0) == SQLITE_OK; }();
+  (void)configured;
   sqlite3* db = nullptr;
   int rc = sqlite3_open_v2(options_.path.c_str(), &db,
                            SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);

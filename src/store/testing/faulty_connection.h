@@ -37,6 +37,8 @@ class FaultyConnection final : public Connection {
   Status Savepoint(std::string_view n) override { return inner_->Savepoint(n); }
   Status RollbackToSavepoint(std::string_view n) override { return inner_->RollbackToSavepoint(n); }
   Status ReleaseSavepoint(std::string_view n) override { return inner_->ReleaseSavepoint(n); }
+  int64_t TotalChanges() override { return inner_->TotalChanges(); }
+  bool InTransaction() override { return inner_->InTransaction(); }
 
  private:
   std::unique_ptr<Connection> inner_;

@@ -661,15 +661,15 @@ TEST_F(LoopTest, ActiveV1LoopsAreImportedOnceAndKeepDelivering) {
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->imported, 0);
   EXPECT_EQ(AllLoops().size(), 1u);
-  // The imported loop runs like any other.
-  Advance(60s);
-  EXPECT_EQ(LoopMessages(me).size(), 1u);
-  // And the v1 log keeps reading: its loop events are not conversation.
+  // The v1 log keeps reading: its loop events are not conversation.
   auto events = store_->ReadEvents(me, 0, 100);
   ASSERT_TRUE(events.ok());
   auto blocks = session::ProjectConversation(me, *events);
   ASSERT_TRUE(blocks.ok()) << blocks.status().ToString();
   EXPECT_EQ(blocks->size(), 1u);
+  // And the imported loop runs like any other.
+  Advance(60s);
+  EXPECT_EQ(LoopMessages(me).size(), 1u);
 }
 
 }  // namespace

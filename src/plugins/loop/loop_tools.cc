@@ -16,44 +16,34 @@ Json ViewsJson(const std::vector<LoopRecord>& loops, int64_t now) {
   return list;
 }
 
-struct CreateArgs {
-  std::string prompt;
-  std::optional<Schedule> schedule;
-  std::optional<std::string> session_id;
-  std::optional<std::string> preset;
-  std::optional<int64_t> time_in_seconds;
-};
-
-ObjectSchema<CreateArgs> CreateSchema() {
-  return ObjectSchema<CreateArgs>(
+ObjectSchema<CreateLoopRequest> CreateSchema() {
+  return ObjectSchema<CreateLoopRequest>(
              "Creates a loop: delivers `prompt` to a session on a schedule (every N seconds, once after N seconds, "
              "or on a cron rule in a time zone), even while that session is not running.")
-      .Field("prompt", &CreateArgs::prompt, "What to deliver at each occurrence.", StringRule{.trim = true})
+      .Field("prompt", &CreateLoopRequest::prompt, "What to deliver at each occurrence.", StringRule{.trim = true})
       .Raw("schedule", false, ScheduleJsonSchema(),
-           [](const Json& v, const std::string& path, CreateArgs& out) {
+           [](const Json& v, const std::string& path, CreateLoopRequest& out) {
              Schedule s;
              DSH_RETURN_IF_ERROR(DecodeSchedule(v, path, s));
              out.schedule = std::move(s);
              return Status::Ok();
            })
-      .Optional("session_id", &CreateArgs::session_id,
+      .Optional("session_id", &CreateLoopRequest::session_id,
                 "Target: omitted = this session; \"self\" = the global interface session; \"new\" = a fresh "
                 "session for every occurrence; or an existing session id.")
-      .Optional("preset", &CreateArgs::preset, "Preset of the fresh sessions; only with session_id \"new\".")
-      .Optional("time_in_seconds", &CreateArgs::time_in_seconds,
+      .Optional("preset", &CreateLoopRequest::preset, "Preset of the fresh sessions; only with session_id \"new\".")
+      .Optional("time_in_seconds", &CreateLoopRequest::time_in_seconds,
                 "Deprecated: the same as schedule {kind: \"every\", every_seconds}. Not with `schedule`.",
                 IntRule{.positive = true, .min = std::nullopt, .max = kMaxSafeInteger});
 }
 
-class LoopCreateTool final : public agent::TypedTool<CreateArgs> {
+class LoopCreateTool final : public agent::TypedTool<CreateLoopRequest> {
  public:
   explicit LoopCreateTool(std::shared_ptr<LoopService> service)
       : TypedTool("loop_create", CreateSchema()), service_(std::move(service)) {}
 
  protected:
-  void Run(const agent::ToolContext& ctx, CreateArgs args, Done done) override {
-    CreateLoopRequest req{std::move(args.prompt), std::move(args.schedule), std::move(args.session_id),
-                          std::move(args.preset), args.time_in_seconds};
+  void Run(const agent::ToolContext& ctx, CreateLoopRequest req, Done done) override {
     service_->Create(ctx, std::move(req), [service = service_, done = std::move(done)](Result<LoopRecord> r) {
       if (!r.ok()) return done(r.status().WithContext("loop_create"));
       done(LoopViewJson(*r, service->now()));

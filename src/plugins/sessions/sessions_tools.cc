@@ -130,48 +130,28 @@ class SessionSendTool final : public agent::TypedTool<SendArgs> {
   std::shared_ptr<SessionActions> actions_;
 };
 
-struct CreateArgs {
-  std::string prompt;
-  std::optional<std::string> preset;
-  struct Model {
-    std::string provider;
-    std::string model;
-    std::optional<std::string> reasoning_effort;
-  };
-  std::optional<Model> model;
-  std::optional<std::string> cwd;
-};
-
-class SessionCreateTool final : public agent::TypedTool<CreateArgs> {
+class SessionCreateTool final : public agent::TypedTool<CreateRequest> {
  public:
   explicit SessionCreateTool(std::shared_ptr<SessionActions> actions)
       : TypedTool(
             "session_create",
-            ObjectSchema<CreateArgs>(
+            ObjectSchema<CreateRequest>(
                 "Creates a fresh session and queues `prompt` as its first message; returns once it is accepted, "
                 "without waiting for the reply. Omitted model and preset are inherited from the caller, else the "
                 "deployment defaults.")
-                .Field("prompt", &CreateArgs::prompt, "The first message of the new session.")
-                .Optional("preset", &CreateArgs::preset, "Preset id (default: the caller's, else the default).")
-                .Optional("model", &CreateArgs::model,
-                          ObjectSchema<CreateArgs::Model>("Model route (default: the caller's, else the default).")
-                              .Field("provider", &CreateArgs::Model::provider, "Provider name.")
-                              .Field("model", &CreateArgs::Model::model, "Model name.")
-                              .Optional("reasoningEffort", &CreateArgs::Model::reasoning_effort,
+                .Field("prompt", &CreateRequest::prompt, "The first message of the new session.")
+                .Optional("preset", &CreateRequest::preset, "Preset id (default: the caller's, else the default).")
+                .Optional("model", &CreateRequest::model,
+                          ObjectSchema<CreateRequest::Model>("Model route (default: the caller's, else the default).")
+                              .Field("provider", &CreateRequest::Model::provider, "Provider name.")
+                              .Field("model", &CreateRequest::Model::model, "Model name.")
+                              .Optional("reasoningEffort", &CreateRequest::Model::reasoning_effort,
                                         "Reasoning effort the provider supports for this model."))
-                .Optional("cwd", &CreateArgs::cwd, "An existing absolute directory the session works in.")),
+                .Optional("cwd", &CreateRequest::cwd, "An existing absolute directory the session works in.")),
         actions_(std::move(actions)) {}
 
  protected:
-  void Run(const agent::ToolContext& ctx, CreateArgs args, Done done) override {
-    CreateRequest req;
-    req.prompt = std::move(args.prompt);
-    req.preset = std::move(args.preset);
-    if (args.model) {
-      req.model = CreateRequest::Model{std::move(args.model->provider), std::move(args.model->model),
-                                       std::move(args.model->reasoning_effort)};
-    }
-    req.cwd = std::move(args.cwd);
+  void Run(const agent::ToolContext& ctx, CreateRequest req, Done done) override {
     actions_->Create(ctx, std::move(req), [done = std::move(done)](Result<CreateResult> r) {
       if (!r.ok()) return done(r.status().WithContext("session_create"));
       done(CreateResultToJson(*r));

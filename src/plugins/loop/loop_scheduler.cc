@@ -140,11 +140,16 @@ void LoopScheduler::Tick() {
         if (claims->empty()) return boost::asio::post(strand_, [this] { FinishTick(false); });
         bool full = static_cast<int>(claims->size()) >= options_.batch;
         auto remaining = std::make_shared<std::atomic<size_t>>(claims->size());
+        if (options_.on_step) {
+          for (const registry::Claim& claim : *claims) options_.on_step(SchedulerStep::kClaimCommitted, claim);
+        }
         for (const registry::Claim& claim : *claims) {
           Deliver(claim, [this, claim, remaining, full](registry::Outcome out) {
+            if (out.delivered && options_.on_step) options_.on_step(SchedulerStep::kDeliveryAccepted, claim);
             int64_t at = ToUnixMillis(clock_.Now());
             db_.Write([claim, out = std::move(out), at](store::Tx& tx) { return registry::Record(tx, claim, out, at); },
                       [this, claim, remaining, full](Status st) {
+                        if (st.ok() && options_.on_step) options_.on_step(SchedulerStep::kRecordCommitted, claim);
                         if (!st.ok() && st.code() != codes::kShuttingDown) {
                           spdlog::warn("loop {}: recording the occurrence {} failed (it is retried): {}",
                                        claim.loop.loop_id, claim.nominal, st.ToString());

@@ -30,6 +30,13 @@ struct LoopEnvironment {
   TimeZone host_zone;  // the zone of cron rules without `tz`
 };
 
+// The points of an occurrence's life a test can stop the process at.
+enum class SchedulerStep {
+  kClaimCommitted,    // the claim transaction (loop CAS + run row) committed
+  kDeliveryAccepted,  // the inbox accepted the `<loop>` message (or found it by key)
+  kRecordCommitted,   // the outcome (run row + loop state) committed
+};
+
 struct SchedulerOptions {
   // Every wait is capped at this and re-checked on wake (DESIGN.md "Time":
   // at most 60 s). It is also how soon a loop another host created or
@@ -39,6 +46,10 @@ struct SchedulerOptions {
   // host (its claimer died).
   std::chrono::milliseconds claim_ttl{30'000};
   int batch = 256;  // occurrences claimed per transaction
+  // For crash tests only: called once per claim at each step, on a database
+  // or io thread, before the scheduler goes on (a test may raise SIGKILL in
+  // it). Null in production; then nothing is called.
+  std::function<void(SchedulerStep, const registry::Claim&)> on_step;
 };
 
 // The `<loop>` message of one occurrence, with the prompt XML-escaped.

@@ -221,9 +221,11 @@ struct Bench {
     std::printf("| `registry::Insert`, %lld per transaction (`WriteSync`) | %lld | %.1f s | %.0f |\n",
                 static_cast<long long>(kLoadBatch), static_cast<long long>(args.loops), bulk_s,
                 static_cast<double>(args.loops) / bulk_s);
-    std::printf("| `loop_create` tool (LoopService::Create), %d in flight, %lld loops present | %lld | %.1f s | %.0f |\n\n",
-                kServiceInflight, static_cast<long long>(args.loops), static_cast<long long>(args.service),
-                service_s, static_cast<double>(args.service) / service_s);
+    std::printf(
+        "| `loop_create` tool (LoopService::Create), %d in flight, %lld loops present | %lld | %.1f s | %.0f "
+        "|\n\n",
+        kServiceInflight, static_cast<long long>(args.loops), static_cast<long long>(args.service), service_s,
+        static_cast<double>(args.service) / service_s);
     std::fflush(stdout);
     host->Close();
   }
@@ -244,9 +246,10 @@ struct Bench {
       for (int64_t k = 0; k < n; ++k) {
         int64_t t = at(k);
         std::string id = LoopId(first + k);
-        DSH_ASSIGN_OR_RETURN(int64_t changed,
-                             tx.Exec("UPDATE loops SET due_at = ?, next_at = ?, version = version + 1 WHERE loop_id = ?",
-                                     {t, t, std::string_view(id)}));
+        DSH_ASSIGN_OR_RETURN(
+            int64_t changed,
+            tx.Exec("UPDATE loops SET due_at = ?, next_at = ?, version = version + 1 WHERE loop_id = ?",
+                    {t, t, std::string_view(id)}));
         if (changed != 1) return Status("bench", "no loop " + id);
       }
       return Status::Ok();
@@ -259,9 +262,9 @@ struct Bench {
     auto deadline = std::chrono::steady_clock::now() + timeout;
     std::string lo = LoopId(first), hi = LoopId(first + n - 1);
     for (;;) {
-      int64_t done = CountSync(host,
-                               "SELECT COUNT(*) FROM loop_runs WHERE loop_id >= ? AND loop_id <= ? AND result IS NOT NULL",
-                               {std::string_view(lo), std::string_view(hi)});
+      int64_t done = CountSync(
+          host, "SELECT COUNT(*) FROM loop_runs WHERE loop_id >= ? AND loop_id <= ? AND result IS NOT NULL",
+          {std::string_view(lo), std::string_view(hi)});
       if (done >= n) return;
       if (std::chrono::steady_clock::now() > deadline) {
         Wrong(std::to_string(done) + " of " + std::to_string(n) + " occurrences finished in time");
@@ -289,7 +292,8 @@ struct Bench {
           " FROM loop_runs r WHERE r.loop_id >= ? AND r.loop_id <= ?",
           {std::string_view(lo), std::string_view(hi)}, [&](const store::Row& row) {
             if (row.IsNull(3) || row.Text(3) != "delivered" || row.IsNull(2)) {
-              Wrong("an occurrence was not delivered: " + std::string(row.IsNull(3) ? "running" : row.Text(3)));
+              Wrong("an occurrence was not delivered: " +
+                    std::string(row.IsNull(3) ? "running" : row.Text(3)));
             }
             if (row.Int(5) != 1) Wrong("an occurrence has " + std::to_string(row.Int(5)) + " inbox rows");
             out.push_back({row.Int(0), row.Int(1), row.Int(2), row.Int(6)});
@@ -305,7 +309,8 @@ struct Bench {
 
   void Run() {
     spdlog::set_level(spdlog::level::warn);  // stdout is the report
-    dir = args.dir.empty() ? std::filesystem::temp_directory_path() / "dsh-loop-bench" : std::filesystem::path(args.dir);
+    dir = args.dir.empty() ? std::filesystem::temp_directory_path() / "dsh-loop-bench"
+                           : std::filesystem::path(args.dir);
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
     threads = args.threads ? args.threads : std::max(2u, std::min(4u, std::thread::hardware_concurrency()));
@@ -343,8 +348,9 @@ struct Bench {
     int64_t first_inbox_at = 0;
     std::string like = "loop:" + LoopId(first_loop) + ":%";
     for (auto deadline = std::chrono::steady_clock::now() + 60s; first_inbox_at == 0;) {
-      first_inbox_at = CountSync(*host, "SELECT MIN(created_at) FROM inbox WHERE session_id = ? AND key LIKE ?",
-                                 {std::string_view(first_session), std::string_view(like)});
+      first_inbox_at =
+          CountSync(*host, "SELECT MIN(created_at) FROM inbox WHERE session_id = ? AND key LIKE ?",
+                    {std::string_view(first_session), std::string_view(like)});
       if (first_inbox_at) break;
       if (std::chrono::steady_clock::now() > deadline) Wrong("the due loop was not delivered within 60 s");
       std::this_thread::sleep_for(2ms);
@@ -413,36 +419,45 @@ struct Bench {
     int64_t runs = CountSync(*host, "SELECT COUNT(*) FROM loop_runs");
     if (runs != 1 + n_late + n_burst) Wrong(std::to_string(runs) + " run rows in all");
     int64_t loop_inbox = CountSync(*host, "SELECT COUNT(*) FROM inbox WHERE key LIKE 'loop:%'");
-    if (loop_inbox != runs) Wrong(std::to_string(loop_inbox) + " <loop> inbox rows for " + std::to_string(runs) + " runs");
+    if (loop_inbox != runs)
+      Wrong(std::to_string(loop_inbox) + " <loop> inbox rows for " + std::to_string(runs) + " runs");
     auto live_now = host->agents().LiveSessions();
 
-    const double late_p50 = Percentile(late_ms, 0.5), late_p99 = Percentile(late_ms, 0.99), late_max = late_ms.back();
+    const double late_p50 = Percentile(late_ms, 0.5), late_p99 = Percentile(late_ms, 0.99),
+                 late_max = late_ms.back();
     const double inbox_p50 = Percentile(inbox_late_ms, 0.5), inbox_p99 = Percentile(inbox_late_ms, 0.99),
                  inbox_max = inbox_late_ms.back();
     const double claim_p50 = Percentile(claim_late_ms, 0.5), claim_p99 = Percentile(claim_late_ms, 0.99),
                  claim_max = claim_late_ms.back();
     std::printf("## %lld active loops, %lld sessions (%zu live at the end), %u io threads\n\n",
-                static_cast<long long>(total), static_cast<long long>(args.sessions), live_now.size(), threads);
+                static_cast<long long>(total), static_cast<long long>(args.sessions), live_now.size(),
+                threads);
     std::printf("| figure | value |\n|---|---:|\n");
     std::printf("| Host::Open (migrations, config) | %.3f s |\n", open_s);
     std::printf("| **Host::Start → first `<loop>` inbox row** | **%lld ms** |\n",
                 static_cast<long long>(first_inbox_at - start_ms));
     std::printf("| (Host::Start call itself) | %.0f ms |\n", start_call_s * 1000);
     std::printf("| VmRSS empty host | %.1f MiB |\n", empty_rss);
-    std::printf("| VmRSS with %lld loops after start + first dispatch | %.1f MiB |\n", static_cast<long long>(total),
-                loaded_rss);
+    std::printf("| VmRSS with %lld loops after start + first dispatch | %.1f MiB |\n",
+                static_cast<long long>(total), loaded_rss);
     std::printf("| **memory beyond an empty host** | **%.1f MiB** |\n", loaded_rss - empty_rss);
     std::printf("| making %lld sessions live | %.1f s |\n", static_cast<long long>(args.sessions), live_s);
-    std::printf("| lateness, %lld occurrences over %lld s (%.0f/s): delivered_at − nominal p50 / p99 / max | **%.0f / %.0f** / %.0f ms |\n",
-                static_cast<long long>(n_late), static_cast<long long>(args.late_seconds),
-                static_cast<double>(n_late) / static_cast<double>(args.late_seconds), late_p50, late_p99, late_max);
+    std::printf(
+        "| lateness, %lld occurrences over %lld s (%.0f/s): delivered_at − nominal p50 / p99 / max | **%.0f "
+        "/ %.0f** / %.0f ms |\n",
+        static_cast<long long>(n_late), static_cast<long long>(args.late_seconds),
+        static_cast<double>(n_late) / static_cast<double>(args.late_seconds), late_p50, late_p99, late_max);
     std::printf("| lateness, inbox created_at − nominal p50 / p99 / max | %.0f / %.0f / %.0f ms |\n",
                 inbox_p50, inbox_p99, inbox_max);
-    std::printf("| part: claimed_at − nominal (the scheduler's wake-up and claim) p50 / p99 / max | %.0f / %.0f / %.0f ms |\n",
-                claim_p50, claim_p99, claim_max);
-    std::printf("| **burst of %lld due at once into %lld live sessions: first claim → last delivery** | %.2f s, **%.0f /s** |\n",
-                static_cast<long long>(n_burst), static_cast<long long>(args.sessions), burst_s,
-                static_cast<double>(n_burst) / burst_s);
+    std::printf(
+        "| part: claimed_at − nominal (the scheduler's wake-up and claim) p50 / p99 / max | %.0f / %.0f / "
+        "%.0f ms |\n",
+        claim_p50, claim_p99, claim_max);
+    std::printf(
+        "| **burst of %lld due at once into %lld live sessions: first claim → last delivery** | %.2f s, "
+        "**%.0f /s** |\n",
+        static_cast<long long>(n_burst), static_cast<long long>(args.sessions), burst_s,
+        static_cast<double>(n_burst) / burst_s);
     std::printf("| same, from the nominal time (includes the wake-up) | %.2f s, %.0f /s |\n", from_due_s,
                 static_cast<double>(n_burst) / from_due_s);
     std::printf("\nChecked: %lld run rows, each delivered with exactly one `<loop>` inbox row.\n\n",
@@ -481,10 +496,11 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--quick"))
       args.quick = true;
     else {
-      std::fprintf(stderr,
-                   "usage: %s [--dir DIR] [--loops N] [--service S] [--sessions K] [--late L] [--late-seconds T] "
-                   "[--burst B] [--threads H] [--quick]\n",
-                   argv[0]);
+      std::fprintf(
+          stderr,
+          "usage: %s [--dir DIR] [--loops N] [--service S] [--sessions K] [--late L] [--late-seconds T] "
+          "[--burst B] [--threads H] [--quick]\n",
+          argv[0]);
       return 2;
     }
   }

@@ -14,9 +14,14 @@ Result<HostClient> HostClient::ForProfile(const std::optional<std::string>& home
 }
 
 Result<Json> HostClient::Post(const std::string& path, const Json& body) const {
+  return Send("POST", path, DumpJson(body));
+}
+
+Result<Json> HostClient::Get(const std::string& path) const { return Send("GET", path, ""); }
+
+Result<Json> HostClient::Send(const std::string& method, const std::string& path, const std::string& body) const {
   DSH_ASSIGN_OR_RETURN(server::HttpClientResponse res,
-                       server::HttpRequestSync("POST", url_ + path, DumpJson(body),
-                                               {{"Authorization", "Bearer " + token_}}));
+                       server::HttpRequestSync(method, url_ + path, body, {{"Authorization", "Bearer " + token_}}));
   auto parsed = ParseJson(res.body);
   if (res.status >= 200 && res.status < 300) {
     if (!parsed.ok()) return Status(codes::kInternal, "the host answered with malformed JSON");

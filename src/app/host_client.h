@@ -17,8 +17,12 @@ class HostClient {
 
   // POST `path` with a JSON body; returns the response body on 2xx.
   Result<Json> Post(const std::string& path, const Json& body) const;
+  // GET `path` (with its query, already encoded); the response body on 2xx.
+  Result<Json> Get(const std::string& path) const;
 
  private:
+  Result<Json> Send(const std::string& method, const std::string& path, const std::string& body) const;
+
   HostClient(std::string url, std::string token) : url_(std::move(url)), token_(std::move(token)) {}
   std::string url_;
   std::string token_;

@@ -71,7 +71,8 @@ int RunWeb(const WebFlags& flags, CommandContext& ctx) {
                                       .sessions = &host->sessions(),
                                       .events = &host->events(),
                                       .host = host.get(),
-                                      .commands = &host->commands()});
+                                      .commands = &host->commands(),
+                                      .extra_routes = host->http_routes()});
   server::HttpServer::Options http_options{bind_host, static_cast<uint16_t>(port)};
   http_options.websocket = [&api](server::HttpRequest req, server::UpgradeRespond respond) {
     api.HandleUpgrade(std::move(req), std::move(respond));

@@ -15,6 +15,7 @@
 #include "base/clock.h"
 #include "host/command_registry.h"
 #include "host/config.h"
+#include "host/http_route.h"
 #include "host/model_routes.h"
 #include "host/profile.h"
 #include "session/event_hub.h"
@@ -94,6 +95,10 @@ class Host {
   // Keeps a plugin's objects alive until the host is destroyed (after its
   // threads were joined and before its services go).
   void Own(std::shared_ptr<void> object) { owned_.push_back(std::move(object)); }
+  // HTTP routes a plugin adds to the JSON API (the server serves them after
+  // its own). Register them before the server is built; read-only after.
+  void AddHttpRoute(HttpRoute route) { http_routes_.push_back(std::move(route)); }
+  const std::vector<HttpRoute>& http_routes() const { return http_routes_; }
 
   // Every schema migration of the compiled-in modules.
   static std::vector<store::Migration> AllMigrations();
@@ -119,6 +124,7 @@ class Host {
   bool stopped_ = false;
   std::vector<std::function<Status()>> start_hooks_;
   std::vector<std::function<void()>> stop_hooks_;
+  std::vector<HttpRoute> http_routes_;
   std::vector<std::shared_ptr<void>> owned_;  // last: destroyed first
 };
 

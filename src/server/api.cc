@@ -204,6 +204,12 @@ void Api::Handle(HttpRequest req, Respond respond) const {
       if (req.method == route.method) return (this->*route.fn)(*params, std::move(req), std::move(respond));
       allowed += (allowed.empty() ? "" : ", ") + std::string(route.method);
     }
+    for (const host::HttpRoute& route : services_.extra_routes) {
+      auto params = MatchPath<PathParams>(route.pattern, req.path);
+      if (!params) continue;
+      if (req.method == route.method) return CallExtraRoute(route, std::move(*params), std::move(req), std::move(respond));
+      allowed += (allowed.empty() ? "" : ", ") + route.method;
+    }
     if (!allowed.empty()) return respond(MethodNotAllowed(allowed));
   }
   respond(HttpResponse::FromError(NotFound("no route for " + req.method + " " + req.path)));
@@ -400,6 +406,24 @@ void Api::HostInfo(const PathParams&, HttpRequest req, Respond respond) const {
                {"default_preset", host.config().default_preset},
                {"global_session_id", host.global_session_id() ? Json(*host.global_session_id()) : Json(nullptr)}};
   respond(HttpResponse::FromJson(200, info));
+}
+
+void Api::CallExtraRoute(const host::HttpRoute& route, PathParams params, HttpRequest req, Respond respond) const {
+  for (const auto& [name, value] : req.query) {
+    bool known = false;
+    for (const std::string& k : route.query_keys) known = known || name == k;
+    if (!known) {
+      std::string list;
+      for (const std::string& k : route.query_keys) list += (list.empty() ? "" : ", ") + k;
+      return respond(HttpResponse::FromError(InvalidArguments(
+          "unknown query parameter `" + name + "` (expected " + (list.empty() ? "none" : list) + ")")));
+    }
+  }
+  host::HttpRouteRequest request{std::move(params), std::move(req.query), std::move(req.body)};
+  route.handler(std::move(request), [respond = std::move(respond)](Result<host::HttpRouteResponse> r) {
+    if (!r.ok()) return respond(HttpResponse::FromError(r.status()));
+    respond(HttpResponse::FromJson(r->status, r->body));
+  });
 }
 
 }  // namespace dsh::server

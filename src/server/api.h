@@ -8,6 +8,7 @@
 #include "agent/tool_registry.h"
 #include "host/command_registry.h"
 #include "host/host.h"
+#include "host/http_route.h"
 #include "server/event_stream.h"
 #include "server/http_types.h"
 #include "session/event_hub.h"
@@ -36,9 +37,13 @@ class Api {
     session::EventHub* events = nullptr;
     host::Host* host = nullptr;  // agents, models, the global session
     const host::CommandRegistry* commands = nullptr;  // POST /api/commands
+    // Plugins' routes (host::Host::http_routes()), matched after the
+    // built-in ones with the same auth and envelope. A handler's success is
+    // sent as its status and JSON body.
+    std::vector<host::HttpRoute> extra_routes = {};
   };
 
-  Api(Options options, Services services) : options_(std::move(options)), services_(services) {}
+  Api(Options options, Services services) : options_(std::move(options)), services_(std::move(services)) {}
 
   // An HTTP request (HttpServer's HttpHandler).
   void Handle(HttpRequest req, Respond respond) const;
@@ -70,6 +75,7 @@ class Api {
   void CancelTurn(const PathParams& params, HttpRequest req, Respond respond) const;
   void HostInfo(const PathParams& params, HttpRequest req, Respond respond) const;
   void StreamWithoutUpgrade(const PathParams& params, HttpRequest req, Respond respond) const;
+  void CallExtraRoute(const host::HttpRoute& route, PathParams params, HttpRequest req, Respond respond) const;
 
   Options options_;
   Services services_;

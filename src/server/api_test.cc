@@ -54,7 +54,19 @@ class ApiTest : public ::testing::Test {
     auto slow = std::make_unique<SlowTool>();
     slow_ = slow.get();
     ASSERT_TRUE(tools_.Register(std::move(slow)).ok());
-    api_ = std::make_unique<Api>(Api::Options{"secret", "9.9.9"}, Api::Services{tools_});
+    // A plugin's route: echoes what it was given; `fail` makes it answer an error.
+    host::HttpRoute plugin{
+        .method = "GET",
+        .pattern = "/api/plugin/{x}/things",
+        .query_keys = {"n", "fail"},
+        .handler =
+            [](host::HttpRouteRequest req, host::HttpRouteDone done) {
+              if (req.query.count("fail")) return done(Status("unknown_thing", "no thing " + req.path_params.at("x")));
+              done(host::HttpRouteResponse{201, Json{{"x", req.path_params.at("x")}, {"query", req.query}}});
+            },
+    };
+    api_ = std::make_unique<Api>(Api::Options{"secret", "9.9.9"},
+                                 Api::Services{.tools = tools_, .extra_routes = {std::move(plugin)}});
     server_ = std::make_unique<HttpServer>(ioc_, HttpServer::Options{},
                                            [this](HttpRequest req, Respond r) { api_->Handle(std::move(req), std::move(r)); });
     auto port = server_->Listen();
@@ -166,6 +178,31 @@ TEST_F(ApiTest, StopLetsAnInFlightRequestFinish) {
   for (auto& t : threads_) t.join();
   threads_.clear();
   EXPECT_FALSE(HttpRequestSync("GET", base_ + "/healthz", "", {}, std::chrono::seconds(2)).ok());
+}
+
+
+TEST_F(ApiTest, PluginRoutesGetTheSameAuthQueryChecksAndEnvelope) {
+  std::vector<std::pair<std::string, std::string>> auth = {{"Authorization", "Bearer secret"}};
+  auto ok = HttpRequestSync("GET", base_ + "/api/plugin/a1/things?n=3", "", auth);
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok->status, 201);
+  EXPECT_EQ(Json::parse(ok->body), (Json{{"x", "a1"}, {"query", {{"n", "3"}}}}));
+
+  auto no_token = HttpRequestSync("GET", base_ + "/api/plugin/a1/things", "", {});
+  EXPECT_EQ(no_token->status, 401);
+
+  auto unknown_key = HttpRequestSync("GET", base_ + "/api/plugin/a1/things?m=1", "", auth);
+  EXPECT_EQ(unknown_key->status, 400);
+  EXPECT_EQ(Code(*unknown_key), "invalid_arguments");
+  EXPECT_NE(unknown_key->body.find("`m`"), std::string::npos) << unknown_key->body;
+
+  auto failed = HttpRequestSync("GET", base_ + "/api/plugin/a1/things?fail=1", "", auth);
+  EXPECT_EQ(failed->status, 404);
+  EXPECT_EQ(Code(*failed), "unknown_thing");
+
+  auto wrong_method = Post("/api/plugin/a1/things", "{}");
+  EXPECT_EQ(wrong_method.status, 405);
+  EXPECT_EQ(Code(wrong_method), "method_not_allowed");
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include "host/host.h"
 #include "plugins/loop/loop_registry.h"
+#include "plugins/loop/loop_routes.h"
 #include "plugins/loop/loop_scheduler.h"
 #include "plugins/loop/loop_service.h"
 #include "plugins/loop/loop_tools.h"
@@ -23,6 +24,7 @@ Status RegisterLoopPlugin(host::Host& host) {
                                                    host.clock(), std::move(env));
   auto service = std::make_shared<LoopService>(host.database(), host.sessions(), *scheduler, host.clock());
   DSH_RETURN_IF_ERROR(RegisterLoopTools(host.tools(), service));
+  for (host::HttpRoute& route : LoopRoutes(service)) host.AddHttpRoute(std::move(route));
   host.OnStart([scheduler, &host] {
     // v1 loops found in session logs join the registry (once per profile)
     // before the first tick.

@@ -16,7 +16,8 @@ std::vector<store::Migration> PluginMigrations();
 
 // The plugin over a host (call after Host::Open, before Host::Start): the
 // scheduler (started with the host, stopped before its agents) and the tools
-// loop_create / loop_list / loop_delete in group "loop".
+// loop_create / loop_list / loop_delete in group "loop", and the HTTP routes
+// of LoopRoutes (host.http_routes()).
 Status RegisterLoopPlugin(host::Host& host);
 
 }  // namespace dsh::plugins::loop

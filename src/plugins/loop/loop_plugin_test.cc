@@ -3,12 +3,15 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 
+#include <algorithm>
 #include <future>
+#include <map>
 #include <thread>
 
 #include "agent/agent_manager.h"
 #include "agent/testing/scripted_model.h"
 #include "base/testing/temp_dir.h"
+#include "plugins/loop/loop_routes.h"
 #include "plugins/loop/loop_scheduler.h"
 #include "plugins/loop/loop_service.h"
 #include "plugins/loop/loop_tools.h"
@@ -670,6 +673,97 @@ TEST_F(LoopTest, ActiveV1LoopsAreImportedOnceAndKeepDelivering) {
   // And the imported loop runs like any other.
   Advance(60s);
   EXPECT_EQ(LoopMessages(me).size(), 1u);
+}
+
+// --- HTTP routes (LoopRoutes) ---------------------------------------------
+
+class LoopRoutesTest : public LoopTest {
+ protected:
+  Result<host::HttpRouteResponse> Get(const std::string& pattern, std::map<std::string, std::string> query,
+                                      std::map<std::string, std::string, std::less<>> path_params = {}) {
+    for (const auto& route : LoopRoutes(service_)) {
+      if (route.pattern != pattern) continue;
+      EXPECT_EQ(route.method, "GET");
+      for (const auto& [key, value] : query) {
+        EXPECT_NE(std::find(route.query_keys.begin(), route.query_keys.end(), key), route.query_keys.end())
+            << pattern << " does not declare query key " << key;
+      }
+      std::promise<Result<host::HttpRouteResponse>> p;
+      route.handler(host::HttpRouteRequest{std::move(path_params), std::move(query), ""},
+                    [&](Result<host::HttpRouteResponse> r) { p.set_value(std::move(r)); });
+      return p.get_future().get();
+    }
+    ADD_FAILURE() << "no route " << pattern;
+    return Status("test", "no route");
+  }
+};
+
+TEST_F(LoopRoutesTest, ListsLikeLoopListForGlobalAndForOneSession) {
+  std::string a = Session("default", Route("m1"));
+  std::string b = Session("default", Route("m1"));
+  std::string la = Ok(From(a), "loop_create", {{"prompt", "for a"}, {"schedule", Every(60)}})["loop_id"];
+  std::string lb = Ok(From(b), "loop_create", {{"prompt", "for b"}, {"schedule", After(30)}})["loop_id"];
+
+  auto all = Get("/api/loops", {{"session_id", "global"}});
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  EXPECT_EQ(all->status, 200);
+  EXPECT_EQ(all->body["loops"], AllLoops());
+  auto ids = LoopIds(all->body["loops"]);  // ordered by created_at, then id: the fake clock ties them
+  std::sort(ids.begin(), ids.end());
+  std::vector<std::string> want = {la, lb};
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(ids, want);
+
+  auto only_b = Get("/api/loops", {{"session_id", b}});
+  ASSERT_TRUE(only_b.ok()) << only_b.status().ToString();
+  EXPECT_EQ(LoopIds(only_b->body["loops"]), (std::vector<std::string>{lb}));
+  EXPECT_EQ(only_b->body["loops"], Ok(From(b), "loop_list", Json::object()));
+}
+
+TEST_F(LoopRoutesTest, ListWithoutSessionIdIsRejectedNamingIt) {
+  for (auto query : {std::map<std::string, std::string>{}, std::map<std::string, std::string>{{"session_id", ""}}}) {
+    auto r = Get("/api/loops", query);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), codes::kInvalidArguments);
+    EXPECT_NE(r.status().message().find("session_id"), std::string::npos) << r.status().message();
+  }
+}
+
+TEST_F(LoopRoutesTest, RunsAreNewestFirstAndLimited) {
+  std::string me = Session("default", Route("m1"));
+  std::string id = Ok(From(me), "loop_create", {{"prompt", "tick"}, {"schedule", Every(60)}})["loop_id"];
+  for (int i = 0; i < 3; ++i) Advance(60s);
+
+  auto r = Get("/api/loops/{id}/runs", {}, {{"id", id}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const Json& runs = r->body["runs"];
+  ASSERT_EQ(runs.size(), 3u) << runs.dump();
+  auto history = Runs(id);
+  for (size_t i = 0; i < history.size(); ++i) EXPECT_EQ(runs[i], registry::RunJson(history[i]));
+  EXPECT_GT(runs[0]["nominal_at"].get<int64_t>(), runs[1]["nominal_at"].get<int64_t>()) << "newest first";
+
+  auto one = Get("/api/loops/{id}/runs", {{"limit", "1"}}, {{"id", id}});
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  ASSERT_EQ(one->body["runs"].size(), 1u);
+  EXPECT_EQ(one->body["runs"][0], runs[0]);
+}
+
+TEST_F(LoopRoutesTest, RunsRejectBadLimitsAndUnknownLoops) {
+  std::string me = Session("default", Route("m1"));
+  std::string id = Ok(From(me), "loop_create", {{"prompt", "tick"}, {"schedule", Every(60)}})["loop_id"];
+  for (const char* bad : {"0", "1001", "-1", "x", "1.5", ""}) {
+    auto r = Get("/api/loops/{id}/runs", {{"limit", bad}}, {{"id", id}});
+    ASSERT_FALSE(r.ok()) << "limit=" << bad;
+    EXPECT_EQ(r.status().code(), codes::kInvalidArguments);
+    EXPECT_NE(r.status().message().find("limit"), std::string::npos) << r.status().message();
+  }
+  auto max = Get("/api/loops/{id}/runs", {{"limit", "1000"}}, {{"id", id}});
+  ASSERT_TRUE(max.ok()) << max.status().ToString();
+  EXPECT_TRUE(max->body["runs"].empty());
+
+  auto missing = Get("/api/loops/{id}/runs", {}, {{"id", "loop_nope"}});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), "unknown_loop");
 }
 
 }  // namespace

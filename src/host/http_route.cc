@@ -6,10 +6,10 @@
 
 namespace dsh::host {
 
-Result<int64_t> QueryInt(const HttpRouteRequest& req, std::string_view name, int64_t fallback, int64_t min,
-                         int64_t max) {
-  auto it = req.query.find(std::string(name));
-  if (it == req.query.end()) return fallback;
+Result<int64_t> QueryInt(const std::map<std::string, std::string>& query, std::string_view name, int64_t fallback,
+                         int64_t min, int64_t max) {
+  auto it = query.find(std::string(name));
+  if (it == query.end()) return fallback;
   const std::string& text = it->second;
   int64_t value = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);

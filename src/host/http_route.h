@@ -41,9 +41,14 @@ struct HttpRoute {
   std::function<void(HttpRouteRequest, HttpRouteDone)> handler;
 };
 
-// The query parameter `name` as an integer in [min, max]; `fallback` when
-// absent. Errors: `invalid_arguments` naming the parameter.
-Result<int64_t> QueryInt(const HttpRouteRequest& req, std::string_view name, int64_t fallback, int64_t min,
-                         int64_t max);
+// The query parameter `name` of `query` as an integer in [min, max];
+// `fallback` when absent. `invalid_arguments` naming it otherwise. Shared by
+// the built-in routes and plugin routes.
+Result<int64_t> QueryInt(const std::map<std::string, std::string>& query, std::string_view name, int64_t fallback,
+                         int64_t min, int64_t max);
+inline Result<int64_t> QueryInt(const HttpRouteRequest& req, std::string_view name, int64_t fallback, int64_t min,
+                                int64_t max) {
+  return QueryInt(req.query, name, fallback, min, max);
+}
 
 }  // namespace dsh::host

@@ -1,6 +1,5 @@
 #include "server/api.h"
 
-#include <charconv>
 #include <initializer_list>
 #include <optional>
 
@@ -97,22 +96,9 @@ Status CheckQuery(const HttpRequest& req, std::initializer_list<std::string_view
   return Status::Ok();
 }
 
-// The query parameter `name` as an integer in [min, max]; `fallback` when
-// absent.
 Result<int64_t> QueryInt(const HttpRequest& req, std::string_view name, int64_t fallback, int64_t min,
                          int64_t max) {
-  auto it = req.query.find(std::string(name));
-  if (it == req.query.end()) return fallback;
-  const std::string& text = it->second;
-  int64_t value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || value < min || value > max) {
-    std::string range = max == kMaxSafeInteger
-                            ? "an integer >= " + std::to_string(min)
-                            : "an integer from " + std::to_string(min) + " to " + std::to_string(max);
-    return InvalidArguments("`" + std::string(name) + "` must be " + range + " (got \"" + text + "\")");
-  }
-  return value;
+  return host::QueryInt(req.query, name, fallback, min, max);
 }
 
 // The body of POST /api/sessions/{id}/messages.

@@ -456,23 +456,48 @@ SessionStore::~SessionStore() {
   compaction_cv_.wait(lock, [&] { return !compacting_; });
 }
 
+namespace {
+
+// At this write load the writer is saturated: compaction
+// then moves large slices (fewer pages written per event), else small ones
+// (an append waits behind about a millisecond of it at most).
+constexpr size_t kSaturatedLoad = 32;
+
+}  // namespace
+
 void SessionStore::NoteAppended(size_t n) {
-  if (appended_since_compaction_.fetch_add(n) + n < kCompactEvery) return;
+  int64_t backlog = backlog_.fetch_add(static_cast<int64_t>(n)) + static_cast<int64_t>(n);
+  if (backlog < static_cast<int64_t>(kCompactSlice)) return;
+  if (backlog < static_cast<int64_t>(kCompactEvery) && db_.write_load() >= kSaturatedLoad) return;
   {
     std::lock_guard lock(compaction_mu_);
     if (compacting_) return;  // one compaction in flight at a time
     compacting_ = true;
   }
-  appended_since_compaction_ = 0;
-  db_.Write([](Tx& tx) { return CompactTx(tx, kCompactEvery * 2).status(); },
-            [this](Status st) {
-              if (!st.ok() && st.code() != codes::kShuttingDown) {
-                spdlog::warn("event compaction failed (it will be retried): {}", st.ToString());
-              }
-              std::lock_guard lock(compaction_mu_);
-              compacting_ = false;
-              compaction_cv_.notify_all();
-            });
+  CompactionStep();
+}
+
+void SessionStore::CompactionStep() {
+  const int64_t slice = static_cast<int64_t>(db_.write_load() >= kSaturatedLoad ? kCompactEvery : kCompactSlice);
+  auto moved = std::make_shared<int64_t>(0);
+  db_.Write(
+      [moved, slice](Tx& tx) -> Status {
+        DSH_ASSIGN_OR_RETURN(*moved, CompactTx(tx, slice));
+        return Status::Ok();
+      },
+      [this, moved, slice](Status st) {
+        if (!st.ok() && st.code() != codes::kShuttingDown) {
+          spdlog::warn("event compaction failed (it will be retried): {}", st.ToString());
+        }
+        if (st.ok()) {
+          // Fewer rows than asked for: the table is drained.
+          int64_t left = *moved < slice ? (backlog_ = 0) : (backlog_ -= *moved);
+          if (left >= static_cast<int64_t>(kCompactSlice)) return CompactionStep();
+        }
+        std::lock_guard lock(compaction_mu_);
+        compacting_ = false;
+        compaction_cv_.notify_all();
+      });
 }
 
 Result<int64_t> SessionStore::Compact(int64_t max_rows) {

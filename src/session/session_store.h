@@ -86,10 +86,15 @@ class SessionStore {
 
   // Moves up to `max_rows` of the newest events from the append-ordered
   // `events_recent` table into the session-clustered `events` table; returns
-  // how many moved. Runs by itself every kCompactEvery appended events; tests
-  // and tools may call it. Reads see the same events before and after.
+  // how many moved. Runs by itself as ordinary write jobs, sized by how
+  // busy the writer is: while it keeps up, a slice of kCompactSlice rows
+  // whenever that many are waiting (an append waits behind ~1 ms of
+  // compaction at most); while it is saturated, kCompactEvery rows at a time
+  // (far fewer pages written per event, when throughput is what counts).
+  // Tests and tools may call it. Reads see the same events before and after.
   Result<int64_t> Compact(int64_t max_rows);
   static constexpr size_t kCompactEvery = 4096;
+  static constexpr size_t kCompactSlice = 256;
 
   // Ids of the sessions with at least one event of `type`, in id order. A
   // scan of every event: for one-time migrations, not for serving requests.
@@ -102,6 +107,7 @@ class SessionStore {
 
  private:
   void NoteAppended(size_t n);
+  void CompactionStep();  // one slice of a compaction; chains the next
 
   template <typename T>
   void RunAsync(const std::function<void(store::Database::Job, store::Database::Done)>& submit,
@@ -118,7 +124,8 @@ class SessionStore {
   store::Database& db_;
   const Clock& clock_;
   EventHub* hub_;
-  std::atomic<size_t> appended_since_compaction_{0};
+  // Events appended and not yet compacted, as far as this store knows.
+  std::atomic<int64_t> backlog_{0};
   std::mutex compaction_mu_;
   std::condition_variable compaction_cv_;
   bool compacting_ = false;  // GUARDED_BY(compaction_mu_)

@@ -357,6 +357,23 @@ TEST_F(SessionStoreTest, CompactsByItselfAfterEnoughAppends) {
   EXPECT_EQ(store_->ReadEvents(h.id, 0, 100000)->size(), SessionStore::kCompactEvery + 10);
 }
 
+TEST_F(SessionStoreTest, CompactsInSmallSlicesWhileTheWriterKeepsUp) {
+  SessionHeader h = NewOne();
+  for (size_t i = 0; i < SessionStore::kCompactSlice + 10; ++i) {
+    ASSERT_TRUE(store_->Append(h.id, {{"x/y", {}}}).ok());
+  }
+  Reopen();  // waits for the compaction in flight and drains the writer
+  int64_t compacted = -1;
+  ASSERT_TRUE(db_->ReadSync([&](store::Tx& tx) {
+    return tx.Query("SELECT COUNT(*) FROM events", {}, [&](const store::Row& row) {
+      compacted = row.Int(0);
+      return Status::Ok();
+    });
+  }).ok());
+  EXPECT_EQ(compacted, static_cast<int64_t>(SessionStore::kCompactSlice)) << "one light-load slice, not a big batch";
+  EXPECT_EQ(store_->ReadEvents(h.id, 0, 100000)->size(), SessionStore::kCompactSlice + 10);
+}
+
 TEST_F(SessionStoreTest, AsyncFormsCompleteAfterCommit) {
   SessionHeader h = NewOne();
   std::promise<Result<std::vector<Event>>> done;

@@ -70,6 +70,7 @@ void Database::Enqueue(std::deque<Pending>& queue, std::condition_variable& cv, 
     std::lock_guard lock(mu_);
     if (!closing_) {
       queue.push_back(std::move(p));
+      if (&queue == &write_queue_) queued_writes_.store(queue.size(), std::memory_order_relaxed);
       cv.notify_one();
       return;
     }
@@ -105,6 +106,10 @@ Database::Stats Database::stats() const {
   return stats_;
 }
 
+size_t Database::write_load() const {
+  return std::max(queued_writes_.load(std::memory_order_relaxed), last_batch_.load(std::memory_order_relaxed));
+}
+
 void Database::WriterLoop(std::unique_ptr<Connection> conn) {
   std::vector<Pending> batch;
   for (;;) {
@@ -117,6 +122,8 @@ void Database::WriterLoop(std::unique_ptr<Connection> conn) {
         batch.push_back(std::move(write_queue_.front()));
         write_queue_.pop_front();
       }
+      queued_writes_.store(write_queue_.size(), std::memory_order_relaxed);
+      last_batch_.store(batch.size(), std::memory_order_relaxed);
     }
     std::span<Pending> rest(batch);
     while (!rest.empty()) rest = CommitBatch(*conn, rest);

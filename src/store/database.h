@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -110,6 +111,9 @@ class Database {
     uint64_t failed_commits = 0;
   };
   Stats stats() const;
+  // How busy the writer is: the larger of the write jobs queued now and of
+  // those in the transaction it took last. Cheap (no lock).
+  size_t write_load() const;
 
   const std::string& description() const { return description_; }
 
@@ -156,6 +160,8 @@ class Database {
   std::deque<Pending> read_queue_;   // GUARDED_BY(mu_)
   bool closing_ = false;             // GUARDED_BY(mu_)
   Stats stats_;                      // GUARDED_BY(mu_)
+  std::atomic<size_t> queued_writes_{0};  // write_queue_.size(), readable without mu_
+  std::atomic<size_t> last_batch_{0};     // jobs in the writer's latest transaction
 
   std::thread writer_;
   std::vector<std::thread> readers_;

@@ -128,6 +128,24 @@ TEST(Database, ConcurrentWritesShareOneCommit) {
   EXPECT_EQ(Count(*db), kJobs);
 }
 
+TEST(Database, WriteLoadIsTheQueueOrTheLastBatchWhicheverIsLarger) {
+  dsh::testing::TempDir dir;
+  auto db = std::move(Database::Open(Sqlite(dir.File("a.db")), Notes()).value());
+  ASSERT_TRUE(db->WriteSync([](Tx& tx) { return Insert(tx, 1000, "x"); }).ok());
+  EXPECT_EQ(db->write_load(), 1u);
+  WriterGate gate;
+  gate.Block(*db);
+  constexpr int kJobs = 40;
+  std::latch acked(kJobs);
+  for (int i = 0; i < kJobs; ++i) db->Write([i](Tx& tx) { return Insert(tx, i, "x"); }, [&](Status) { acked.count_down(); });
+  EXPECT_EQ(db->write_load(), static_cast<size_t>(kJobs)) << "queued behind the gate";
+  gate.release.count_down();
+  acked.wait();
+  EXPECT_EQ(db->write_load(), static_cast<size_t>(kJobs)) << "the batch just committed";
+  ASSERT_TRUE(db->WriteSync([](Tx& tx) { return Insert(tx, 1001, "x"); }).ok());
+  EXPECT_EQ(db->write_load(), 1u) << "the writer keeps up again";
+}
+
 TEST(Database, AFailingJobRollsBackAloneWithinItsBatch) {
   dsh::testing::TempDir dir;
   auto db = std::move(Database::Open(Sqlite(dir.File("a.db")), Notes()).value());

@@ -457,7 +457,31 @@ void Agent::MaybeGenerateTitle() {
                      }));
 }
 
-ModelRequest Agent::BuildRequest() const {
+namespace {
+
+// The model messages one logged event contributes to the conversation.
+void AppendModelMessages(const session::Event& e, std::vector<ModelMessage>& out) {
+  if (e.type == et::kUserMessage) {
+    out.push_back({ModelMessage::Role::kUser, e.data.value("text", ""), {}, "", ""});
+  } else if (e.type == et::kAssistantMessage) {
+    out.push_back({ModelMessage::Role::kAssistant, e.data.value("text", ""), {}, "", ""});
+  } else if (e.type == et::kToolCall) {
+    // A step's tool calls follow its text (if any) in the log: one assistant message.
+    bool joins = !out.empty() && out.back().role == ModelMessage::Role::kAssistant;
+    if (!joins) out.push_back({ModelMessage::Role::kAssistant, "", {}, "", ""});
+    const Json& args = e.data.contains("arguments") ? e.data["arguments"] : Json::object();
+    out.back().tool_calls.push_back(
+        {e.data.value("call_id", ""), e.data.value("name", ""), args.is_string() ? args.get<std::string>() : DumpJson(args)});
+  } else if (e.type == et::kToolResult) {
+    Json content = e.data.contains("error") ? Json{{"error", e.data["error"]}} : e.data.value("result", Json());
+    out.push_back({ModelMessage::Role::kTool, content.is_string() ? content.get<std::string>() : DumpJson(content), {},
+                   e.data.value("call_id", ""), e.data.value("name", "")});
+  }
+}
+
+}  // namespace
+
+ModelRequest Agent::BuildRequest() {
   ModelRequest req;
   req.model = header_.route.model;
   req.reasoning_effort = header_.route.reasoning_effort;
@@ -467,25 +491,14 @@ ModelRequest Agent::BuildRequest() const {
     if (part.empty()) continue;
     system += (system.empty() ? "" : "\n\n") + part;
   }
-  if (!system.empty()) req.messages.push_back({ModelMessage::Role::kSystem, system, {}, "", ""});
-  for (const auto& e : events_) {
-    if (e.type == et::kUserMessage) {
-      req.messages.push_back({ModelMessage::Role::kUser, e.data.value("text", ""), {}, "", ""});
-    } else if (e.type == et::kAssistantMessage) {
-      req.messages.push_back({ModelMessage::Role::kAssistant, e.data.value("text", ""), {}, "", ""});
-    } else if (e.type == et::kToolCall) {
-      // A step's tool calls follow its text (if any) in the log: one assistant message.
-      bool joins = !req.messages.empty() && req.messages.back().role == ModelMessage::Role::kAssistant;
-      if (!joins) req.messages.push_back({ModelMessage::Role::kAssistant, "", {}, "", ""});
-      const Json& args = e.data.contains("arguments") ? e.data["arguments"] : Json::object();
-      req.messages.back().tool_calls.push_back(
-          {e.data.value("call_id", ""), e.data.value("name", ""), args.is_string() ? args.get<std::string>() : DumpJson(args)});
-    } else if (e.type == et::kToolResult) {
-      Json content = e.data.contains("error") ? Json{{"error", e.data["error"]}} : e.data.value("result", Json());
-      req.messages.push_back({ModelMessage::Role::kTool, content.is_string() ? content.get<std::string>() : DumpJson(content),
-                              {}, e.data.value("call_id", ""), e.data.value("name", "")});
-    }
+  // The conversation grows with the log; only events new since the last
+  // call are converted.
+  for (; conversation_upto_ < events_.size(); ++conversation_upto_) {
+    AppendModelMessages(events_[conversation_upto_], conversation_);
   }
+  req.messages.reserve(conversation_.size() + 1);
+  if (!system.empty()) req.messages.push_back({ModelMessage::Role::kSystem, system, {}, "", ""});
+  req.messages.insert(req.messages.end(), conversation_.begin(), conversation_.end());
   for (const Tool* t : manager_.tools_.List()) {
     if (ToolAllowed(t->name())) req.tools.push_back({t->name(), t->description(), t->parameters()});
   }

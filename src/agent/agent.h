@@ -81,7 +81,7 @@ class Agent : public std::enable_shared_from_this<Agent> {
   // Steers waiting for the next step boundary, as user-message drafts.
   std::vector<session::EventDraft> TakeSteers();
   static session::EventDraft UserDraft(const InboxMessage& m);
-  ModelRequest BuildRequest() const;
+  ModelRequest BuildRequest();  // extends conversation_ first
   ToolContext MakeToolContext() const;
   bool ToolAllowed(const std::string& name) const;
 
@@ -104,6 +104,10 @@ class Agent : public std::enable_shared_from_this<Agent> {
   session::SessionHeader header_;
   PresetView preset_;
   Events events_;  // the whole log, as committed
+  // events_[0, conversation_upto_) as model messages, kept so a model call
+  // converts only the events logged since the previous one.
+  std::vector<ModelMessage> conversation_;
+  size_t conversation_upto_ = 0;
 
   std::deque<InboxMessage> pending_;  // not yet taken by a turn, in num order
   std::set<std::string> known_;       // message ids pending or taken

@@ -117,9 +117,8 @@ int RunList(const std::string& selector, const CommonFlags& flags, CommandContex
 int RunDelete(const std::string& loop_id, const CommonFlags& flags, CommandContext& ctx) {
   auto client = HostClient::ForProfile(Home(flags.home));
   if (!client.ok()) return Fail(client.status(), ctx);
-  Json body = {{"args", {{"loop_id", loop_id}}}};
-  if (!flags.as.empty()) body["session_id"] = flags.as;
-  auto res = client->Post("/api/tools/loop_delete", body);
+  // Any loop can be deleted from anywhere: the call needs no calling session.
+  auto res = client->Post("/api/tools/loop_delete", Json{{"args", {{"loop_id", loop_id}}}});
   if (!res.ok()) return Fail(res.status(), ctx);
   ctx.out << "deleted " << loop_id << "\n";
   return kExitOk;

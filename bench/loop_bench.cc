@@ -450,7 +450,7 @@ struct Bench {
     std::printf("| lateness, inbox created_at − nominal p50 / p99 / max | %.0f / %.0f / %.0f ms |\n",
                 inbox_p50, inbox_p99, inbox_max);
     std::printf(
-        "| part: claimed_at − nominal (the scheduler's wake-up and claim) p50 / p99 / max | %.0f / %.0f / "
+        "| part: claimed_at − nominal (negative: claimed ahead, within the lookahead) p50 / p99 / max | %.0f / %.0f / "
         "%.0f ms |\n",
         claim_p50, claim_p99, claim_max);
     std::printf(

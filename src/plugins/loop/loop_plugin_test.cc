@@ -557,7 +557,8 @@ TEST_F(LoopTest, AClaimThatNeverReachedTheInboxIsRetriedAndOneThatDidIsFinishedW
   scheduler_->Stop();  // this host's scheduler is out of the way: a "dead" host claims instead
   clock_.Advance(10s);
   auto claims = db_->WriteValue<std::vector<registry::Claim>>([&](store::Tx& tx) {
-    registry::ClaimOptions o{ToUnixMillis(clock_.Now()), "dead-host", 30'000, 10};
+    int64_t now = ToUnixMillis(clock_.Now());
+    registry::ClaimOptions o{now, now, "dead-host", 30'000, 10};
     return registry::ClaimDue(tx, o, [](const Schedule& s) { return Timetable::Make(s, TimeZone::Utc()); },
                               [] { return std::string("unused"); });
   });
@@ -589,6 +590,21 @@ TEST_F(LoopTest, AClaimThatNeverReachedTheInboxIsRetriedAndOneThatDidIsFinishedW
     EXPECT_EQ(runs[0].result, std::optional<std::string>("delivered"));
     EXPECT_EQ(runs[0].attempts, 2);
   }
+}
+
+TEST_F(LoopTest, AnOccurrenceDueWithinTheLookaheadIsClaimedAheadAndDeliveredAfterAMonotonicWait) {
+  std::string me = Session("default", Route("m1"));
+  std::string soon = Ok(From(me), "loop_create", {{"prompt", "soon"}, {"schedule", After(10)}})["loop_id"];
+  std::string later = Ok(From(me), "loop_create", {{"prompt", "later"}, {"schedule", After(11)}})["loop_id"];
+  Advance(10s - 150ms);  // 150 ms before `soon`, inside the default 200 ms lookahead; `later` is not
+  EXPECT_EQ(LoopMessages(me), std::vector<std::string>{LoopMessage(soon, "soon")});
+  auto runs = Runs(soon);
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].claimed_at, runs[0].nominal_at - 150) << "claimed ahead of its time";
+  EXPECT_EQ(runs[0].skipped, 0);
+  EXPECT_EQ(runs[0].result, std::optional<std::string>("delivered"));
+  EXPECT_TRUE(Runs(later).empty());
+  EXPECT_EQ(View(later)["state"], "scheduled");
 }
 
 TEST_F(LoopTest, TwoSchedulersOnOneProfileDeliverEachOccurrenceOnce) {

@@ -230,6 +230,7 @@ Result<std::vector<Claim>> ClaimDue(Tx& tx, const ClaimOptions& o,
                                     const std::function<std::string()>& new_session_id) {
   std::vector<Claim> claims;
   int64_t expires = o.now + o.claim_ttl_ms;
+  int64_t horizon = std::max(o.now, o.horizon);
   // 1. Runs a host claimed and never finished (it died): take them over.
   struct Stale {
     int64_t num, nominal, attempts, skipped, capped, claim_expires;
@@ -258,20 +259,23 @@ Result<std::vector<Claim>> ClaimDue(Tx& tx, const ClaimOptions& o,
                               .status());
       continue;
     }
-    claims.push_back(Claim{*loop, s.nominal, s.skipped, s.capped != 0, s.attempts + 1, s.target});
+    claims.push_back(Claim{*loop, s.nominal, s.skipped, s.capped != 0, s.attempts + 1, s.target, o.now});
   }
   // 2. Loops whose next occurrence (or retry) is due.
   int64_t room = o.limit - static_cast<int64_t>(claims.size());
   if (room <= 0) return claims;
-  std::array<Value, 2> params = {o.now, room};
+  std::array<Value, 2> params = {horizon, room};
   DSH_ASSIGN_OR_RETURN(auto due, SelectLoops(tx, "WHERE l.next_at <= ? ORDER BY l.next_at LIMIT ?", params));
   for (LoopRecord& l : due) {
     Claim c;
-    bool fresh = l.due_at && *l.due_at <= o.now;
+    bool fresh = l.due_at && *l.due_at <= horizon;
     LoopRecord updated = l;
     if (fresh) {
       DSH_ASSIGN_OR_RETURN(Timetable t, timetable(l.schedule));
-      Timetable::Catchup up = t.Catch(*l.due_at, o.now);
+      // Due already: the latest occurrence by now. Due within the horizon:
+      // that occurrence itself, delivered at its time.
+      c.deliver_at = std::max(o.now, *l.due_at);
+      Timetable::Catchup up = t.Catch(*l.due_at, c.deliver_at);
       c.nominal = up.nominal;
       c.skipped = up.skipped;
       c.skipped_capped = up.skipped_capped;
@@ -286,6 +290,7 @@ Result<std::vector<Claim>> ClaimDue(Tx& tx, const ClaimOptions& o,
         continue;
       }
       c.nominal = *l.retry_nominal;
+      c.deliver_at = std::max(o.now, l.retry_at.value_or(o.now));
       updated.retry_at.reset();
     }
     DSH_ASSIGN_OR_RETURN(bool won, UpdateState(tx, updated));

@@ -88,15 +88,20 @@ struct Claim {
   // For target "new": the id the fresh session gets, chosen at the first
   // claim so a retried delivery finds the session it may already have made.
   std::optional<std::string> new_session_id;
+  // When to deliver (Unix ms): the claim time for an occurrence already
+  // due, else the occurrence's (or retry's) own time within the horizon.
+  int64_t deliver_at = 0;
 };
 
-// Claims, in this transaction, up to `limit` occurrences due at `now`: for
+// Claims, in this transaction, up to `limit` occurrences due by `horizon`
+// (claimed ahead, so the claim's commit is off the delivery's path): for
 // each due loop a compare-and-set of its scheduling state together with the
 // insert (or, for a retry, the reopening) of the occurrence's run row. Also
 // takes over runs whose claim expired unfinished (a host died between claim
 // and record). `timetable` computes catch-up; `new_session_id` makes ids.
 struct ClaimOptions {
   int64_t now = 0;
+  int64_t horizon = 0;  // claim what is due by here; at most `now` + a little (<= now: `now`)
   std::string holder;
   int64_t claim_ttl_ms = 30'000;
   int limit = 256;

@@ -62,6 +62,7 @@ LoopScheduler::LoopScheduler(boost::asio::io_context& ioc, store::Database& db, 
       strand_(boost::asio::make_strand(ioc)),
       timer_(strand_) {
   options_.max_wait = std::clamp(options_.max_wait, std::chrono::milliseconds(1), std::chrono::milliseconds(60'000));
+  options_.lookahead = std::clamp(options_.lookahead, std::chrono::milliseconds(0), options_.claim_ttl / 4);
 }
 
 LoopScheduler::~LoopScheduler() { Stop(); }
@@ -89,7 +90,7 @@ void LoopScheduler::Stop() {
     flushed = true;
     cv_.notify_all();
   });
-  cv_.wait(lock, [&] { return flushed && !in_tick_; });
+  cv_.wait(lock, [&] { return flushed && !in_tick_ && in_flight_ == 0; });
 }
 
 void LoopScheduler::Poke() {
@@ -102,97 +103,140 @@ void LoopScheduler::Poke() {
   });
 }
 
+void LoopScheduler::Expect(int64_t next_at) {
+  boost::asio::post(strand_, [this, next_at] {
+    if (ticking_) {
+      // The tick's claim may have read the loops before this one existed.
+      expected_ = expected_ ? std::min(*expected_, next_at) : next_at;
+      return;
+    }
+    if (next_at - options_.lookahead.count() <= ToUnixMillis(clock_.Now())) return Tick();
+    {
+      std::lock_guard lock(mu_);
+      if (!started_ || stopped_) return;
+    }
+    if (!armed_at_ || next_at < *armed_at_) Arm(next_at);
+  });
+}
+
 bool LoopScheduler::SettleForTesting(std::chrono::milliseconds timeout) {
   std::unique_lock lock(mu_);
   int64_t target = ticks_started_ + 1;
   lock.unlock();
   Poke();
   lock.lock();
-  return cv_.wait_for(lock, timeout, [&] { return ticks_finished_ >= target || stopped_; }) && !stopped_;
+  return cv_.wait_for(lock, timeout, [&] { return (ticks_finished_ >= target && in_flight_ == 0) || stopped_; }) &&
+         !stopped_;
 }
 
 void LoopScheduler::Tick() {
   {
     std::lock_guard lock(mu_);
     if (stopped_) return;
+    if (in_flight_ >= options_.max_in_flight) {
+      awaiting_room_ = true;  // Recorded() ticks again once there is room
+      return;
+    }
     in_tick_ = true;
     ++ticks_started_;
   }
   ticking_ = true;
   poked_ = false;
   timer_.cancel();
+  armed_at_.reset();
   int64_t now = ToUnixMillis(clock_.Now());
-  auto claims = std::make_shared<std::vector<registry::Claim>>();
+  struct Batch {
+    std::vector<registry::Claim> claims;
+    std::optional<int64_t> next_wake;
+  };
+  auto batch = std::make_shared<Batch>();
   db_.Write(
-      [this, now, claims](store::Tx& tx) -> Status {
-        registry::ClaimOptions o{now, agents_.holder(), options_.claim_ttl.count(), options_.batch};
+      [this, now, batch](store::Tx& tx) -> Status {
+        registry::ClaimOptions o{now, now + options_.lookahead.count(), agents_.holder(), options_.claim_ttl.count(),
+                                 options_.batch};
         DSH_ASSIGN_OR_RETURN(
-            *claims, registry::ClaimDue(
-                         tx, o, [this](const Schedule& s) { return TimetableOf(s); },
-                         [this] { return NewId("ses_", clock_); }));
+            batch->claims, registry::ClaimDue(
+                               tx, o, [this](const Schedule& s) { return TimetableOf(s); },
+                               [this] { return NewId("ses_", clock_); }));
+        // The next wake-up as of this claim, without another round trip.
+        if (static_cast<int>(batch->claims.size()) < options_.batch) {
+          DSH_ASSIGN_OR_RETURN(batch->next_wake, registry::NextWake(tx));
+        }
         return Status::Ok();
       },
-      [this, claims](Status st) {
+      [this, batch](Status st) {
         if (!st.ok()) {
           if (st.code() != codes::kShuttingDown) spdlog::warn("loop scheduler: claiming due loops failed: {}", st.ToString());
-          return boost::asio::post(strand_, [this] { FinishTick(false); });
+          return boost::asio::post(strand_, [this] { FinishTick(false, std::nullopt); });
         }
-        if (claims->empty()) return boost::asio::post(strand_, [this] { FinishTick(false); });
-        bool full = static_cast<int>(claims->size()) >= options_.batch;
-        auto remaining = std::make_shared<std::atomic<size_t>>(claims->size());
+        bool full = static_cast<int>(batch->claims.size()) >= options_.batch;
+        {
+          std::lock_guard lock(mu_);
+          in_flight_ += static_cast<int64_t>(batch->claims.size());
+        }
         if (options_.on_step) {
-          for (const registry::Claim& claim : *claims) options_.on_step(SchedulerStep::kClaimCommitted, claim);
+          for (const registry::Claim& claim : batch->claims) options_.on_step(SchedulerStep::kClaimCommitted, claim);
         }
-        for (const registry::Claim& claim : *claims) {
-          Deliver(claim, [this, claim, remaining, full](registry::Outcome out) {
-            if (out.delivered && options_.on_step) options_.on_step(SchedulerStep::kDeliveryAccepted, claim);
-            int64_t at = ToUnixMillis(clock_.Now());
-            db_.Write([claim, out = std::move(out), at](store::Tx& tx) { return registry::Record(tx, claim, out, at); },
-                      [this, claim, remaining, full](Status st) {
-                        if (st.ok() && options_.on_step) options_.on_step(SchedulerStep::kRecordCommitted, claim);
-                        if (!st.ok() && st.code() != codes::kShuttingDown) {
-                          spdlog::warn("loop {}: recording the occurrence {} failed (it is retried): {}",
-                                       claim.loop.loop_id, claim.nominal, st.ToString());
-                        }
-                        if (remaining->fetch_sub(1) == 1) {
-                          boost::asio::post(strand_, [this, full] { FinishTick(full); });
-                        }
-                      });
-          });
+        // The next claim need not wait for these deliveries.
+        boost::asio::post(strand_, [this, full, next = batch->next_wake] { FinishTick(full, next); });
+        int64_t now = ToUnixMillis(clock_.Now());
+        for (const registry::Claim& claim : batch->claims) {
+          if (claim.deliver_at <= now) {
+            DeliverAndRecord(claim);
+            continue;
+          }
+          // Claimed ahead: wait (monotonic) for its time.
+          auto timer = std::make_shared<boost::asio::steady_timer>(ioc_, std::chrono::milliseconds(claim.deliver_at - now));
+          timer->async_wait([this, timer, claim](const boost::system::error_code&) { DeliverAndRecord(claim); });
         }
       });
 }
 
-void LoopScheduler::FinishTick(bool again) {
-  if (again || poked_) {
-    {
-      std::lock_guard lock(mu_);
-      ticks_finished_ = ticks_started_;
-      in_tick_ = false;
-      cv_.notify_all();
-    }
-    ticking_ = false;
-    return Tick();
+void LoopScheduler::DeliverAndRecord(const registry::Claim& claim) {
+  Deliver(claim, [this, claim](registry::Outcome out) {
+    if (out.delivered && options_.on_step) options_.on_step(SchedulerStep::kDeliveryAccepted, claim);
+    int64_t at = ToUnixMillis(clock_.Now());
+    db_.Write([claim, out = std::move(out), at](store::Tx& tx) { return registry::Record(tx, claim, out, at); },
+              [this, claim](Status st) {
+                if (st.ok() && options_.on_step) options_.on_step(SchedulerStep::kRecordCommitted, claim);
+                if (!st.ok() && st.code() != codes::kShuttingDown) {
+                  spdlog::warn("loop {}: recording the occurrence {} failed (it is retried): {}", claim.loop.loop_id,
+                               claim.nominal, st.ToString());
+                }
+                Recorded();
+              });
+  });
+}
+
+void LoopScheduler::Recorded() {
+  bool room_again;
+  {
+    std::lock_guard lock(mu_);
+    room_again = in_flight_-- == options_.max_in_flight;
+    cv_.notify_all();
   }
-  auto next = std::make_shared<std::optional<int64_t>>();
-  db_.Read(
-      [next](store::Tx& tx) -> Status {
-        DSH_ASSIGN_OR_RETURN(*next, registry::NextWake(tx));
-        return Status::Ok();
-      },
-      [this, next](Status st) {
-        if (!st.ok() && st.code() != codes::kShuttingDown) {
-          spdlog::warn("loop scheduler: reading the next due loop failed: {}", st.ToString());
-        }
-        boost::asio::post(strand_, [this, next] {
-          ticking_ = false;
-          Arm(*next);
-          std::lock_guard lock(mu_);
-          ticks_finished_ = ticks_started_;
-          in_tick_ = false;
-          cv_.notify_all();
-        });
-      });
+  if (!room_again) return;
+  boost::asio::post(strand_, [this] {
+    if (!awaiting_room_ || ticking_) return;
+    awaiting_room_ = false;
+    Tick();
+  });
+}
+
+void LoopScheduler::FinishTick(bool again, std::optional<int64_t> next_at) {
+  {
+    std::lock_guard lock(mu_);
+    ticks_finished_ = ticks_started_;
+    in_tick_ = false;
+    cv_.notify_all();
+  }
+  ticking_ = false;
+  if (again || poked_) return Tick();
+  if (expected_) {
+    next_at = next_at ? std::min(*next_at, *expected_) : *expected_;
+    expected_.reset();
+  }
+  Arm(next_at);
 }
 
 void LoopScheduler::Arm(std::optional<int64_t> next_at) {
@@ -200,17 +244,13 @@ void LoopScheduler::Arm(std::optional<int64_t> next_at) {
     std::lock_guard lock(mu_);
     if (stopped_) return;
   }
-  if (poked_) {
-    boost::asio::post(strand_, [this] {
-      if (!ticking_) Tick();
-    });
-    return;
-  }
+  int64_t now = ToUnixMillis(clock_.Now());
   auto wait = options_.max_wait;
   if (next_at) {
-    int64_t until = *next_at - ToUnixMillis(clock_.Now());
+    int64_t until = *next_at - options_.lookahead.count() - now;  // claim it ahead of its time
     wait = std::min(wait, std::chrono::milliseconds(std::max<int64_t>(until, 0)));
   }
+  armed_at_ = now + wait.count();
   timer_.expires_after(wait);
   timer_.async_wait(boost::asio::bind_executor(strand_, [this](const boost::system::error_code& ec) {
     if (ec || ticking_) return;

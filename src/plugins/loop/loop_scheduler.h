@@ -46,6 +46,15 @@ struct SchedulerOptions {
   // host (its claimer died).
   std::chrono::milliseconds claim_ttl{30'000};
   int batch = 256;  // occurrences claimed per transaction
+  // Occurrences due within this long are claimed ahead and delivered at
+  // their time by a steady timer, so the claim's commit is not part of the
+  // delivery's lateness. Kept well under claim_ttl.
+  std::chrono::milliseconds lookahead{200};
+  // Claimed occurrences whose outcome is not yet recorded, at most. The
+  // next claim does not wait for the previous batch's deliveries, only for
+  // room under this cap (so a slow target cannot make claims pile up past
+  // their TTL).
+  int max_in_flight = 1024;
   // For crash tests only: called once per claim at each step, on a database
   // or io thread, before the scheduler goes on (a test may raise SIGKILL in
   // it). Null in production; then nothing is called.
@@ -59,9 +68,12 @@ std::string OccurrenceKey(const std::string& loop_id, int64_t nominal);
 
 // The profile loop scheduler of one host (spec 000 section 5). Due-ness
 // comes from the wall clock; waits use a steady timer, capped and re-checked.
-// Each tick claims due occurrences in one transaction (compare-and-set of
-// the loop with its run row), delivers each through the agent inbox with the
-// occurrence key, and records the outcome; ticks never overlap. Several
+// Each tick claims the occurrences due by now + lookahead in one transaction (compare-and-set of
+// the loop with its run row, and the next wake-up read in the same
+// transaction), hands each to delivery through the agent inbox with the
+// occurrence key, and arms for the next wake-up at once; each outcome is
+// recorded when its delivery ends. Ticks never overlap, but a tick does not
+// wait for the deliveries of the one before (at most max_in_flight). Several
 // hosts may run schedulers on one profile: the compare-and-set gives each
 // occurrence to one of them.
 //
@@ -74,22 +86,28 @@ class LoopScheduler {
   ~LoopScheduler();
 
   void Start();
-  // Stops ticking and waits for the tick in progress (its deliveries are
-  // recorded). Idempotent. The io_context must be running.
+  // Stops ticking and waits for the tick in progress and for every claimed
+  // occurrence's outcome to be recorded. Idempotent. The io_context must be
+  // running.
   void Stop();
-  // Looks for due work now (a loop was created or deleted here).
+  // Looks for due work now.
   void Poke();
+  // A loop here now next acts at `next_at` (Unix ms): due → Poke(); later →
+  // only the timer is brought forward if it would wake after that.
+  void Expect(int64_t next_at);
   // For tests: pokes, then blocks until a tick that started after the poke
-  // finished; false on timeout.
+  // finished and no outcome is left unrecorded; false on timeout.
   bool SettleForTesting(std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
   const LoopEnvironment& environment() const { return env_; }
   Result<Timetable> TimetableOf(const Schedule& schedule) const { return Timetable::Make(schedule, env_.host_zone); }
 
  private:
-  void Tick();                    // on the strand
-  void FinishTick(bool again);    // on the strand
-  void Arm(std::optional<int64_t> next_at);
+  void Tick();                                                // on the strand
+  void FinishTick(bool again, std::optional<int64_t> next_at);  // on the strand
+  void Arm(std::optional<int64_t> next_at);                   // on the strand
+  void DeliverAndRecord(const registry::Claim& claim);  // the claim's delivery, then its record
+  void Recorded();  // one claimed occurrence's outcome is recorded (any thread)
   void Deliver(const registry::Claim& claim, std::function<void(registry::Outcome)> done);
   void DeliverNew(const registry::Claim& claim, std::function<void(registry::Outcome)> done);
   void DeliverTo(const std::string& session_id, const registry::Claim& claim, std::optional<std::string> note,
@@ -109,12 +127,16 @@ class LoopScheduler {
   // Strand state.
   bool ticking_ = false;
   bool poked_ = false;
+  bool awaiting_room_ = false;      // a tick is due once in_flight_ drops under the cap
+  std::optional<int64_t> armed_at_;  // the wall time (Unix ms) the timer wakes for
+  std::optional<int64_t> expected_;  // Expect() during a tick: the earliest such next_at
 
   std::mutex mu_;
   std::condition_variable cv_;
   bool started_ = false;     // GUARDED_BY(mu_)
   bool stopped_ = false;     // GUARDED_BY(mu_)
   bool in_tick_ = false;     // GUARDED_BY(mu_)
+  int64_t in_flight_ = 0;    // GUARDED_BY(mu_) claimed, outcome not yet recorded
   int64_t ticks_started_ = 0;   // GUARDED_BY(mu_)
   int64_t ticks_finished_ = 0;  // GUARDED_BY(mu_)
 };

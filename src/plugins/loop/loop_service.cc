@@ -76,7 +76,7 @@ void LoopService::Insert(LoopRecord loop, std::function<void(Result<LoopRecord>)
   db_.Write([rec](store::Tx& tx) { return registry::Insert(tx, *rec); },
             [this, rec, done = std::move(done)](Status st) {
               if (!st.ok()) return done(st);
-              scheduler_.Poke();
+              if (auto next = rec->next_at()) scheduler_.Expect(*next);
               done(*rec);
             });
 }
@@ -122,7 +122,6 @@ void LoopService::Delete(std::string loop_id, std::function<void(Status)> done) 
       [this, loop_id, deleted, done = std::move(done)](Status st) {
         if (!st.ok()) return done(st);
         if (!*deleted) return done(Status("unknown_loop", "no loop " + loop_id + " exists"));
-        scheduler_.Poke();
         done(Status::Ok());
       });
 }

@@ -121,7 +121,8 @@ void AgentManager::ResumeWith(const std::string& session_id, std::vector<InboxMe
     }
     for (auto& m : extra) slot.early.push_back(std::move(m));
     slot.waiters.push_back(std::move(done));
-    if (!fresh) return;  // a resume is already under way
+    if (route && !slot.route) slot.route = std::move(route);
+    if (!fresh) return;  // a resume is already under way; it reads slot.route once the lease is held
   }
   // Lease first, then the log and the pending messages, then go live.
   int64_t now = ToUnixMillis(clock_.Now());
@@ -139,12 +140,18 @@ void AgentManager::ResumeWith(const std::string& session_id, std::vector<InboxMe
         DSH_ASSIGN_OR_RETURN(*acquired, agent_store::AcquireLease(tx, session_id, holder_, now, expires));
         return Status::Ok();
       },
-      [this, session_id, acquired, route = std::move(route)](Status st) {
+      [this, session_id, acquired](Status st) {
         if (st.ok() && !*acquired) st = Status("session_busy", "session " + session_id + " is live in another host");
         if (!st.ok()) return FinishResume(session_id, st);
-        sessions_.GetAsync(session_id, [this, session_id, route](Result<session::SessionHeader> header) {
+        sessions_.GetAsync(session_id, [this, session_id](Result<session::SessionHeader> header) {
           if (!header.ok()) return FinishResume(session_id, header.status());
-          if (route) header->route = *route;
+          // A delivery that raced a sweep's resume has set it by now: its
+          // callback ran on the writer thread before this lease commit's.
+          {
+            std::lock_guard lock(mu_);
+            auto it = live_.find(session_id);
+            if (it != live_.end() && it->second.route) header->route = *it->second.route;
+          }
           sessions_.ReadEventsAsync(
               session_id, 0, std::numeric_limits<int64_t>::max(),
               [this, session_id, header = *header](Result<std::vector<session::Event>> events) {
@@ -298,6 +305,8 @@ void AgentManager::Route(const InboxMessage& msg, std::optional<session::ModelRo
         it->second.agent->Enqueue({msg});
       } else {
         it->second.early.push_back(msg);
+        // A resume (an inbox sweep's) is under way: it runs with this route.
+        if (resume_route && !it->second.route) it->second.route = std::move(resume_route);
       }
       return;
     }

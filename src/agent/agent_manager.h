@@ -197,6 +197,10 @@ class AgentManager {
     std::shared_ptr<Agent> agent;                      // null while resuming
     std::vector<std::function<void(Status)>> waiters;  // resume callbacks
     std::vector<InboxMessage> early;                   // delivered while resuming
+    // The route to run with instead of the header's, from the first resume
+    // request that had one (a delivery's resume_route), even when another
+    // request (an inbox sweep) started the resume.
+    std::optional<session::ModelRoute> route;
   };
   std::map<std::string, Slot> live_;  // GUARDED_BY(mu_)
   bool stopped_ = false;              // GUARDED_BY(mu_)

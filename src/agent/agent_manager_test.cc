@@ -72,7 +72,7 @@ class AgentTest : public ::testing::Test {
   }
 
   std::unique_ptr<AgentManager> MakeManager(AgentManagerOptions options = {}) {
-    options.sweep_interval = 20ms;
+    options.sweep_interval = sweep_interval_;
     options.generate_titles = generate_titles_;
     options.max_steps = max_steps_;
     AgentEnvironment env;
@@ -181,6 +181,7 @@ class AgentTest : public ::testing::Test {
   ToolRegistry tools_;
   int max_steps_ = 50;
   bool generate_titles_ = false;
+  std::chrono::milliseconds sweep_interval_ = 20ms;
   std::unique_ptr<store::Database> db_;
   std::unique_ptr<session::SessionStore> sessions_;
   boost::asio::io_context ioc_;
@@ -397,6 +398,30 @@ TEST_F(AgentTest, AResumeRouteRunsAColdSessionWithItWithoutPersistingIt) {
   ASSERT_TRUE(again.get_future().get().ok());
   waiter_.WaitForTurnEnds(h->id, 2);
   EXPECT_EQ(model_.requests().at(1).model, "m3");
+}
+
+TEST_F(AgentTest, AnInboxSweepRacingADeliveryDoesNotResumeTheSessionWithoutItsResumeRoute) {
+  // A sweep every millisecond finds the message the moment it commits; the
+  // session must still run with the delivery's route, not its own.
+  Close();
+  sweep_interval_ = 1ms;
+  Open();
+  constexpr int kSessions = 40;
+  for (int i = 0; i < kSessions; ++i) {
+    session::NewSession s;
+    s.route = {"scripted", "m2", std::nullopt};
+    auto h = sessions_->Create(s);
+    ASSERT_TRUE(h.ok());
+    Delivery d{h->id, "wake up", DeliveryMode::kSteer, true, std::nullopt, Json::object()};
+    d.resume_route = session::ModelRoute{"scripted", "m3", std::nullopt};
+    std::promise<Result<Delivered>> p;
+    manager_->Deliver(d, [&](Result<Delivered> r) { p.set_value(std::move(r)); });
+    ASSERT_TRUE(p.get_future().get().ok());
+    waiter_.WaitForTurnEnds(h->id, 1);
+  }
+  auto requests = model_.requests();
+  ASSERT_EQ(requests.size(), static_cast<size_t>(kSessions));
+  for (const auto& r : requests) EXPECT_EQ(r.model, "m3");
 }
 
 TEST_F(AgentTest, CreateWithAcceptsTheFirstMessageWithTheSessionAndRunsIt) {

@@ -28,6 +28,17 @@ class SessionStoreTest : public ::testing::Test {
     db_ = std::move(db).value();
     store_ = std::make_unique<SessionStore>(*db_, clock_);
   }
+  // Rows moved from events_recent into events so far.
+  int64_t CompactedRows() {
+    int64_t n = -1;
+    EXPECT_TRUE(db_->ReadSync([&](store::Tx& tx) {
+      return tx.Query("SELECT COUNT(*) FROM events", {}, [&](const store::Row& row) {
+        n = row.Int(0);
+        return Status::Ok();
+      });
+    }).ok());
+    return n;
+  }
   SessionHeader NewOne(NewSession s = {}) {
     if (s.route.provider.empty()) s.route = {"echo", "echo", std::nullopt};
     auto h = store_->Create(s);
@@ -342,36 +353,20 @@ TEST_F(SessionStoreTest, ForkCopiesEventsFromBothTables) {
 
 TEST_F(SessionStoreTest, CompactsByItselfAfterEnoughAppends) {
   SessionHeader h = NewOne();
-  for (size_t i = 0; i < SessionStore::kCompactEvery + 10; ++i) {
-    ASSERT_TRUE(store_->Append(h.id, {{"x/y", {}}}).ok());
-  }
+  const size_t n = SessionStore::kCompactEvery + 10;
+  for (size_t i = 0; i < n; ++i) ASSERT_TRUE(store_->Append(h.id, {{"x/y", {}}}).ok());
   Reopen();  // waits for the compaction in flight and drains the writer
-  int64_t compacted = -1;
-  ASSERT_TRUE(db_->ReadSync([&](store::Tx& tx) {
-    return tx.Query("SELECT COUNT(*) FROM events", {}, [&](const store::Row& row) {
-      compacted = row.Int(0);
-      return Status::Ok();
-    });
-  }).ok());
-  EXPECT_GE(compacted, static_cast<int64_t>(SessionStore::kCompactEvery));
-  EXPECT_EQ(store_->ReadEvents(h.id, 0, 100000)->size(), SessionStore::kCompactEvery + 10);
+  EXPECT_GE(CompactedRows(), static_cast<int64_t>(SessionStore::kCompactEvery));
+  EXPECT_EQ(store_->ReadEvents(h.id, 0, 100000)->size(), n);
 }
 
 TEST_F(SessionStoreTest, CompactsInSmallSlicesWhileTheWriterKeepsUp) {
   SessionHeader h = NewOne();
-  for (size_t i = 0; i < SessionStore::kCompactSlice + 10; ++i) {
-    ASSERT_TRUE(store_->Append(h.id, {{"x/y", {}}}).ok());
-  }
-  Reopen();  // waits for the compaction in flight and drains the writer
-  int64_t compacted = -1;
-  ASSERT_TRUE(db_->ReadSync([&](store::Tx& tx) {
-    return tx.Query("SELECT COUNT(*) FROM events", {}, [&](const store::Row& row) {
-      compacted = row.Int(0);
-      return Status::Ok();
-    });
-  }).ok());
-  EXPECT_EQ(compacted, static_cast<int64_t>(SessionStore::kCompactSlice)) << "one light-load slice, not a big batch";
-  EXPECT_EQ(store_->ReadEvents(h.id, 0, 100000)->size(), SessionStore::kCompactSlice + 10);
+  const size_t n = SessionStore::kCompactSlice + 10;
+  for (size_t i = 0; i < n; ++i) ASSERT_TRUE(store_->Append(h.id, {{"x/y", {}}}).ok());
+  Reopen();
+  EXPECT_EQ(CompactedRows(), static_cast<int64_t>(SessionStore::kCompactSlice)) << "one light-load slice, not a big batch";
+  EXPECT_EQ(store_->ReadEvents(h.id, 0, 100000)->size(), n);
 }
 
 TEST_F(SessionStoreTest, AsyncFormsCompleteAfterCommit) {

@@ -2,42 +2,14 @@
 // POST /api/tools/loop_* and GET /api/loops… → the loop plugin's registry.
 #include <gtest/gtest.h>
 
-#include "app/testing/dsh_process.h"
-#include "base/json.h"
-#include "base/testing/temp_dir.h"
-#include "server/http_client.h"
+#include "app/testing/web_host_test.h"
 
 namespace dsh::app {
 namespace {
 
-using dsh::testing::DshProcess;
-using dsh::testing::RunDsh;
-
-class LoopE2E : public ::testing::Test {
+class LoopE2E : public dsh::testing::WebHostTest {
  protected:
-  void SetUp() override {
-    web_ = std::make_unique<DshProcess>(
-        DSH_BINARY, std::vector<std::string>{"web", "--home", Home(), "--port", "0"}, dir_.File("web.log"),
-        std::map<std::string, std::string>{{"DSH_TOKEN", "t0ken"}});
-    url_ = web_->WaitListening();
-    ASSERT_FALSE(url_.empty()) << web_->Stderr();
-  }
-
-  std::string Home() const { return dir_.File("home"); }
-  dsh::testing::DshRun Loop(std::vector<std::string> args) {
-    args.insert(args.begin(), "loop");
-    args.insert(args.end(), {"--home", Home()});
-    return RunDsh(DSH_BINARY, std::move(args), dir_.File("cli.log"));
-  }
-  Json ApiGet(const std::string& path) {
-    auto r = server::HttpRequestSync("GET", url_ + path, "", {{"Authorization", "Bearer t0ken"}});
-    EXPECT_TRUE(r.ok() && r->status == 200) << path << ": " << (r.ok() ? r->body : r.status().ToString());
-    return r.ok() ? Json::parse(r->body, nullptr, false) : Json();
-  }
-
-  dsh::testing::TempDir dir_;
-  std::unique_ptr<DshProcess> web_;
-  std::string url_;
+  dsh::testing::DshRun Loop(std::vector<std::string> args) { return Cli("loop", std::move(args)); }
 };
 
 TEST_F(LoopE2E, CreateListRunsAndDeleteALoopThroughTheCli) {

@@ -2,44 +2,18 @@
 // the CLI → POST /api/commands → /sessions → the sessions tools.
 #include <gtest/gtest.h>
 
-#include "app/testing/dsh_process.h"
-#include "base/json.h"
-#include "base/testing/temp_dir.h"
-#include "server/http_client.h"
+#include "app/testing/web_host_test.h"
 
 namespace dsh::app {
 namespace {
 
-using dsh::testing::DshProcess;
-using dsh::testing::RunDsh;
-
-class SessionsE2E : public ::testing::Test {
+class SessionsE2E : public dsh::testing::WebHostTest {
  protected:
-  void SetUp() override {
-    web_ = std::make_unique<DshProcess>(
-        DSH_BINARY, std::vector<std::string>{"web", "--home", Home(), "--port", "0"}, dir_.File("web.log"),
-        std::map<std::string, std::string>{{"DSH_TOKEN", "t0ken"}});
-    url_ = web_->WaitListening();
-    ASSERT_FALSE(url_.empty()) << web_->Stderr();
-  }
-
-  std::string Home() const { return dir_.File("home"); }
-  dsh::testing::DshRun Sessions(std::vector<std::string> args) {
-    args.insert(args.begin(), "sessions");
-    args.insert(args.end(), {"--home", Home()});
-    return RunDsh(DSH_BINARY, std::move(args), dir_.File("cli.log"));
-  }
+  dsh::testing::DshRun Sessions(std::vector<std::string> args) { return Cli("sessions", std::move(args)); }
   std::string GlobalSessionId() {
-    auto r = server::HttpRequestSync("GET", url_ + "/api/host", "", {{"Authorization", "Bearer t0ken"}});
-    EXPECT_TRUE(r.ok() && r->status == 200) << (r.ok() ? r->body : r.status().ToString());
-    if (!r.ok()) return "";
-    Json host = Json::parse(r->body, nullptr, false);
-    return host.value("global_session_id", "");
+    Json host = ApiGet("/api/host");
+    return host.is_object() ? host.value("global_session_id", "") : "";
   }
-
-  dsh::testing::TempDir dir_;
-  std::unique_ptr<DshProcess> web_;
-  std::string url_;
 };
 
 TEST_F(SessionsE2E, SessionsStatusListsTheGlobalSessionOfTheRunningHost) {

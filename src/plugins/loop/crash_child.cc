@@ -25,6 +25,7 @@
 #include "agent/agent_manager.h"
 #include "agent/testing/scripted_model.h"
 #include "plugins/loop/loop_scheduler.h"
+#include "plugins/loop/testing/echo_environment.h"
 #include "store/sqlite_connection.h"
 
 using namespace dsh;
@@ -88,15 +89,7 @@ int main(int argc, char** argv) {
   agent::AgentManager agents(ioc, **db, sessions, router, tools, clock, agent_env, agent_options);
   agents.Start();
 
-  loop::LoopEnvironment env;
-  env.global_session_id = []() -> std::optional<std::string> { return std::nullopt; };
-  env.defaults = [] {
-    session::NewSession s;
-    s.route = {"echo", "echo", std::nullopt};
-    return s;
-  };
-  env.preset_exists = [](const std::string&) { return true; };
-  env.host_zone = TimeZone::Utc();
+  loop::LoopEnvironment env = loop::testing::EchoEnvironment();
   loop::SchedulerOptions options;
   options.claim_ttl = 30s;
   std::atomic<int> hits{0};

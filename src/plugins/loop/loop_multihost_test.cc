@@ -17,6 +17,7 @@
 #include "base/testing/temp_dir.h"
 #include "plugins/loop/loop_scheduler.h"
 #include "plugins/loop/loop_service.h"
+#include "plugins/loop/testing/echo_environment.h"
 #include "store/sqlite_connection.h"
 
 namespace dsh::plugins::loop {
@@ -70,15 +71,7 @@ class LoopMultiHostTest : public ::testing::Test {
     h.agents = std::make_unique<agent::AgentManager>(ioc_, *h.db, *h.sessions, router_, tools_, clock_, agent_env,
                                                      agent_options);
     h.agents->Start();
-    LoopEnvironment env;
-    env.global_session_id = []() -> std::optional<std::string> { return std::nullopt; };
-    env.defaults = [] {
-      session::NewSession s;
-      s.route = {"echo", "echo", std::nullopt};
-      return s;
-    };
-    env.preset_exists = [](const std::string&) { return true; };
-    env.host_zone = TimeZone::Utc();
+    LoopEnvironment env = loop::testing::EchoEnvironment();
     SchedulerOptions options;
     options.max_wait = 1s;  // how soon a loop another host created is noticed
     options.batch = 16;     // several claim transactions per period, so the hosts interleave

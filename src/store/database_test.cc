@@ -5,6 +5,8 @@
 #include <atomic>
 #include <latch>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "store/sqlite_connection.h"
 #include "store/testing/faulty_connection.h"
@@ -104,6 +106,33 @@ TEST(Database, RefusesADatabaseWithAModuleItDoesNotKnow) {
   EXPECT_EQ(db.status().code(), "schema_too_new");
 }
 
+// Queues `jobs` behind a gate so they share one batch, releases it, and
+// returns each job's outcome and how many commits the batch took.
+struct BatchOutcome {
+  std::vector<Status> statuses;
+  uint64_t commits = 0;
+};
+BatchOutcome RunInOneBatch(Database& db, std::vector<std::pair<Database::Job, JobIsolation>> jobs) {
+  WriterGate gate;
+  gate.Block(db);
+  std::latch acked(static_cast<std::ptrdiff_t>(jobs.size()));
+  BatchOutcome out;
+  out.statuses.resize(jobs.size());
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    db.Write(std::move(jobs[i].first),
+             [&, i](Status st) {
+               out.statuses[i] = std::move(st);
+               acked.count_down();
+             },
+             jobs[i].second);
+  }
+  auto before = db.stats();
+  gate.release.count_down();
+  acked.wait();
+  out.commits = db.stats().commits - before.commits;
+  return out;
+}
+
 TEST(Database, ConcurrentWritesShareOneCommit) {
   dsh::testing::TempDir dir;
   auto db = std::move(Database::Open(Sqlite(dir.File("a.db")), Notes()).value());
@@ -149,71 +178,48 @@ TEST(Database, WriteLoadIsTheQueueOrTheLastBatchWhicheverIsLarger) {
 TEST(Database, AFailingJobRollsBackAloneWithinItsBatch) {
   dsh::testing::TempDir dir;
   auto db = std::move(Database::Open(Sqlite(dir.File("a.db")), Notes()).value());
-  WriterGate gate;
-  gate.Block(*db);
-  std::latch acked(3);
-  Status s1, s2, s3;
-  db->Write([](Tx& tx) { return Insert(tx, 1, "a"); }, [&](Status st) { s1 = st; acked.count_down(); });
-  db->Write(
-      [](Tx& tx) {
-        DSH_RETURN_IF_ERROR(Insert(tx, 2, "b"));
-        return Insert(tx, 1, "duplicate");  // violates the primary key
-      },
-      [&](Status st) { s2 = st; acked.count_down(); });
-  db->Write([](Tx& tx) { return Insert(tx, 3, "c"); }, [&](Status st) { s3 = st; acked.count_down(); });
-  gate.release.count_down();
-  acked.wait();
-  EXPECT_TRUE(s1.ok());
-  EXPECT_EQ(s2.code(), "conflict");
-  EXPECT_TRUE(s3.ok());
+  constexpr auto kSavepoint = JobIsolation::kSavepoint;
+  auto r = RunInOneBatch(*db, {{[](Tx& tx) { return Insert(tx, 1, "a"); }, kSavepoint},
+                               {[](Tx& tx) {
+                                  DSH_RETURN_IF_ERROR(Insert(tx, 2, "b"));
+                                  return Insert(tx, 1, "duplicate");  // violates the primary key
+                                },
+                                kSavepoint},
+                               {[](Tx& tx) { return Insert(tx, 3, "c"); }, kSavepoint}});
+  EXPECT_TRUE(r.statuses[0].ok());
+  EXPECT_EQ(r.statuses[1].code(), "conflict");
+  EXPECT_TRUE(r.statuses[2].ok());
   EXPECT_EQ(Count(*db), 2);  // row 2 of the failed job is not there
 }
 
 TEST(Database, AJobWithoutSavepointThatFailsBeforeWritingSparesItsBatch) {
   dsh::testing::TempDir dir;
   auto db = std::move(Database::Open(Sqlite(dir.File("a.db")), Notes()).value());
-  WriterGate gate;
-  gate.Block(*db);
-  std::latch acked(3);
-  Status s1, s2, s3;
   constexpr auto kNoSavepoint = JobIsolation::kFailsBeforeWriting;
-  db->Write([](Tx& tx) { return Insert(tx, 1, "a"); }, [&](Status st) { s1 = st; acked.count_down(); },
-            kNoSavepoint);
-  db->Write([](Tx&) { return InvalidArguments("checked before writing"); },
-            [&](Status st) { s2 = st; acked.count_down(); }, kNoSavepoint);
-  db->Write([](Tx& tx) { return Insert(tx, 3, "c"); }, [&](Status st) { s3 = st; acked.count_down(); },
-            kNoSavepoint);
-  auto before = db->stats();
-  gate.release.count_down();
-  acked.wait();
-  EXPECT_TRUE(s1.ok()) << s1.ToString();
-  EXPECT_EQ(s2.code(), "invalid_arguments");
-  EXPECT_TRUE(s3.ok()) << s3.ToString();
+  auto r = RunInOneBatch(*db, {{[](Tx& tx) { return Insert(tx, 1, "a"); }, kNoSavepoint},
+                               {[](Tx&) { return InvalidArguments("checked before writing"); }, kNoSavepoint},
+                               {[](Tx& tx) { return Insert(tx, 3, "c"); }, kNoSavepoint}});
+  EXPECT_TRUE(r.statuses[0].ok()) << r.statuses[0].ToString();
+  EXPECT_EQ(r.statuses[1].code(), "invalid_arguments");
+  EXPECT_TRUE(r.statuses[2].ok()) << r.statuses[2].ToString();
   EXPECT_EQ(Count(*db), 2);
-  EXPECT_EQ(db->stats().commits - before.commits, 2u);  // the gate's batch, then the three together
+  EXPECT_EQ(r.commits, 2u);  // the gate's batch, then the three together
 }
 
 TEST(Database, AJobWithoutSavepointThatFailsAfterWritingSavesNothingBeforeItAndRunsTheRestAnew) {
   dsh::testing::TempDir dir;
   auto db = std::move(Database::Open(Sqlite(dir.File("a.db")), Notes()).value());
-  WriterGate gate;
-  gate.Block(*db);
-  std::latch acked(3);
-  Status s1, s2, s3;
-  db->Write([](Tx& tx) { return Insert(tx, 1, "a"); }, [&](Status st) { s1 = st; acked.count_down(); });
-  db->Write(
-      [](Tx& tx) {
-        DSH_RETURN_IF_ERROR(Insert(tx, 2, "b"));
-        return Insert(tx, 1, "duplicate");  // breaks the promise: fails after a change
-      },
-      [&](Status st) { s2 = st; acked.count_down(); }, JobIsolation::kFailsBeforeWriting);
-  db->Write([](Tx& tx) { return Insert(tx, 3, "c"); }, [&](Status st) { s3 = st; acked.count_down(); });
-  gate.release.count_down();
-  acked.wait();
-  EXPECT_EQ(s1.code(), "commit_failed");
-  EXPECT_NE(s1.message().find("nothing of this write was saved"), std::string::npos);
-  EXPECT_EQ(s2.code(), "conflict");
-  EXPECT_TRUE(s3.ok()) << s3.ToString();
+  auto r = RunInOneBatch(*db, {{[](Tx& tx) { return Insert(tx, 1, "a"); }, JobIsolation::kSavepoint},
+                               {[](Tx& tx) {
+                                  DSH_RETURN_IF_ERROR(Insert(tx, 2, "b"));
+                                  return Insert(tx, 1, "duplicate");  // breaks the promise: fails after a change
+                                },
+                                JobIsolation::kFailsBeforeWriting},
+                               {[](Tx& tx) { return Insert(tx, 3, "c"); }, JobIsolation::kSavepoint}});
+  EXPECT_EQ(r.statuses[0].code(), "commit_failed");
+  EXPECT_NE(r.statuses[0].message().find("nothing of this write was saved"), std::string::npos);
+  EXPECT_EQ(r.statuses[1].code(), "conflict");
+  EXPECT_TRUE(r.statuses[2].ok()) << r.statuses[2].ToString();
   // Neither row 1 nor the failed job's row 2 were saved; row 3 was, in a transaction of its own.
   auto ids = db->ReadValue<std::vector<int64_t>>([](Tx& tx) -> Result<std::vector<int64_t>> {
     std::vector<int64_t> out;

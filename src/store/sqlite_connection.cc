@@ -49,6 +49,11 @@ class SqliteConnection final : public Connection {
     return static_cast<int64_t>(sqlite3_changes64(db_));
   }
 
+  Result<int64_t> Insert(std::string_view sql, std::span<const Value> params) override {
+    DSH_RETURN_IF_ERROR(Exec(sql, params).status());
+    return static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
+  }
+
   Status Query(std::string_view sql, std::span<const Value> params, const RowFn& on_row) override {
     DSH_ASSIGN_OR_RETURN(sqlite3_stmt * stmt, Prepare(sql, params));
     SqliteRow row(stmt);

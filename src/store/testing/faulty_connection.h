@@ -24,6 +24,9 @@ class FaultyConnection final : public Connection {
   Status Query(std::string_view sql, std::span<const Value> params, const RowFn& on_row) override {
     return inner_->Query(sql, params, on_row);
   }
+  Result<int64_t> Insert(std::string_view sql, std::span<const Value> params) override {
+    return inner_->Insert(sql, params);
+  }
   Status BeginWrite() override { return inner_->BeginWrite(); }
   Status BeginRead() override { return inner_->BeginRead(); }
   Status Commit() override {

@@ -1,5 +1,6 @@
 #include "session/session_store.h"
 
+#include <deque>
 #include <future>
 
 #include <spdlog/spdlog.h>
@@ -60,16 +61,25 @@ Result<SessionHeader> GetTx(Tx& tx, const std::string& id) {
   return *h;
 }
 
-// The internal integer key of a session (events are keyed by it: shorter
-// rows and index entries than the text id). not_found when unknown.
-Result<int64_t> SessionNum(Tx& tx, const std::string& id) {
-  std::optional<int64_t> num;
-  DSH_RETURN_IF_ERROR(tx.Query("SELECT num FROM sessions WHERE id = ?", {std::string_view(id)}, [&](const Row& row) {
-    num = row.Int(0);
-    return Status::Ok();
-  }));
-  if (!num) return Unknown(id);
-  return *num;
+// What locates a session's events: its integer key (events are keyed by it:
+// shorter rows and index entries than the text id), its newest seq, and the
+// id of its newest row in `events_recent` (0: none was ever there).
+struct EventKeys {
+  int64_t num = 0;
+  int64_t last_seq = 0;
+  int64_t recent_tail = 0;
+};
+
+// not_found when the session is unknown.
+Result<EventKeys> SessionKeys(Tx& tx, const std::string& id) {
+  std::optional<EventKeys> keys;
+  DSH_RETURN_IF_ERROR(tx.Query("SELECT num, last_seq, recent_tail FROM sessions WHERE id = ?", {std::string_view(id)},
+                               [&](const Row& row) {
+                                 keys = EventKeys{row.Int(0), row.Int(1), row.Int(2)};
+                                 return Status::Ok();
+                               }));
+  if (!keys) return Unknown(id);
+  return *keys;
 }
 
 Status ValidateNew(const NewSession& s) {
@@ -142,62 +152,112 @@ Status UpdateTitle(Tx& tx, const std::string& id, std::string_view type, const s
   return tx.Exec(sql, {std::string_view(title), std::string_view(id)}).status();
 }
 
+// An append checked and serialized on the caller's thread, so that the
+// writer thread, which every append shares, runs little more than the SQL.
+struct PreparedAppend {
+  Status status;  // a bad draft: the append fails without writing
+  std::vector<EventDraft> drafts;
+  std::vector<std::string> data;  // drafts[i].data as JSON text
+};
+
+PreparedAppend PrepareAppend(std::vector<EventDraft> drafts) {
+  PreparedAppend p;
+  if (drafts.empty()) p.status = InvalidArguments("nothing to append");
+  for (auto& d : drafts) {
+    if (d.data.is_null()) d.data = Json::object();  // `{}` in C++ brace-init is null
+    if (p.status.ok()) p.status = ValidateDraft(d);
+  }
+  if (p.status.ok()) {
+    p.data.reserve(drafts.size());
+    for (const auto& d : drafts) p.data.push_back(DumpJson(d.data));
+  }
+  p.drafts = std::move(drafts);
+  return p;
+}
+
 // Every check (drafts, the session) comes before the first write: appends
 // run without a savepoint of their own (JobIsolation::kFailsBeforeWriting),
 // so after a write only a storage failure may end this with an error.
-Result<std::vector<Event>> AppendTx(Tx& tx, const std::string& id, std::vector<EventDraft>& drafts, int64_t now) {
-  if (drafts.empty()) return InvalidArguments("nothing to append");
-  for (auto& d : drafts) {
-    if (d.data.is_null()) d.data = Json::object();  // `{}` in C++ brace-init is null
-  }
-  for (const auto& d : drafts) DSH_RETURN_IF_ERROR(ValidateDraft(d));
-  auto n = static_cast<int64_t>(drafts.size());
-  // Look the session up by its text id once, then update it by its integer
-  // key (not UPDATE ... RETURNING: SQLite takes a much slower path for
-  // RETURNING when an indexed column, updated_at, changes).
-  std::optional<int64_t> last;
-  int64_t num = 0;
-  DSH_RETURN_IF_ERROR(
-      tx.Query("SELECT num, last_seq FROM sessions WHERE id = ?", {std::string_view(id)}, [&](const Row& row) {
-        num = row.Int(0);
-        last = row.Int(1) + n;
-        return Status::Ok();
-      }));
-  if (!last) return Unknown(id);
-  DSH_RETURN_IF_ERROR(tx.Exec("UPDATE sessions SET last_seq = ?, "
-                              "updated_at = CASE WHEN updated_at > ? THEN updated_at ELSE ? END WHERE num = ?",
-                              {*last, now, now, num})
-                          .status());
+Result<std::vector<Event>> AppendTx(Tx& tx, const std::string& id, PreparedAppend& append, int64_t now) {
+  DSH_RETURN_IF_ERROR(append.status);
+  DSH_ASSIGN_OR_RETURN(EventKeys keys, SessionKeys(tx, id));
   std::vector<Event> out;
-  out.reserve(drafts.size());
-  int64_t seq = *last - n;
-  for (auto& d : drafts) {  // consumed: the drafts move into the result
+  out.reserve(append.drafts.size());
+  int64_t seq = keys.last_seq;
+  int64_t tail = keys.recent_tail;
+  for (size_t i = 0; i < append.drafts.size(); ++i) {
+    EventDraft& d = append.drafts[i];  // consumed: the drafts move into the result
     ++seq;
-    std::string data = DumpJson(d.data);
-    DSH_RETURN_IF_ERROR(tx.Exec("INSERT INTO events_recent (session_num, seq, type, at, data) VALUES (?, ?, ?, ?, ?)",
-                                {num, seq, std::string_view(d.type), now, std::string_view(data)})
-                            .status());
+    // Each row links to the session's previous one (see ReadRecentTx).
+    DSH_ASSIGN_OR_RETURN(tail, tx.Insert("INSERT INTO events_recent (session_num, seq, type, at, data, prev) "
+                                         "VALUES (?, ?, ?, ?, ?, ?)",
+                                         {keys.num, seq, std::string_view(d.type), now,
+                                          std::string_view(append.data[i]), tail}));
     if (TitleColumn(d.type) != nullptr) {
       DSH_RETURN_IF_ERROR(UpdateTitle(tx, id, d.type, d.data.at("title").get<std::string>()));
     }
     out.push_back(Event{seq, std::move(d.type), now, std::move(d.data)});
   }
+  // By the integer key (not UPDATE ... RETURNING: SQLite takes a much slower
+  // path for RETURNING when an indexed column, updated_at, changes).
+  DSH_RETURN_IF_ERROR(tx.Exec("UPDATE sessions SET last_seq = ?, recent_tail = ?, "
+                              "updated_at = CASE WHEN updated_at > ? THEN updated_at ELSE ? END WHERE num = ?",
+                              {seq, tail, now, now, keys.num})
+                          .status());
   return out;
 }
 
-Result<Event> EventFromRow(const std::string& session_id, const Row& row) {
-  Event e;
-  e.seq = row.Int(0);
-  e.type = row.String(1);
-  e.at = row.Int(2);
-  auto data = ParseJson(row.Text(3));
-  if (!data.ok() || !data->is_object()) {
-    return Status(codes::kCorruptEvent, "session " + session_id + " seq " + std::to_string(e.seq) + " (" + e.type +
+Result<Event> EventFromStored(const std::string& session_id, int64_t seq, std::string type, int64_t at,
+                              std::string_view data) {
+  auto parsed = ParseJson(data);
+  if (!parsed.ok() || !parsed->is_object()) {
+    return Status(codes::kCorruptEvent, "session " + session_id + " seq " + std::to_string(seq) + " (" + type +
                                             "): stored data is not a JSON object" +
-                                            (data.ok() ? "" : " (" + data.status().message() + ")"));
+                                            (parsed.ok() ? "" : " (" + parsed.status().message() + ")"));
   }
-  e.data = std::move(data).value();
-  return e;
+  return Event{seq, std::move(type), at, std::move(parsed).value()};
+}
+
+// The session's events in `events_recent` with seq > after_seq, oldest first,
+// at most `limit`, appended to `out`; the caller has read every event up to
+// after_seq from `events`, so all later ones are here. The table has no index
+// by session (each commit would dirty an index page per few sessions):
+// every row links to the session's previous row (`prev`), and
+// `sessions.recent_tail` names the newest. The walk goes back from the newest
+// row to after_seq + 1; a row that is missing or is not the seq expected is
+// a damaged log, reported like an undecodable event.
+Status ReadRecentTx(Tx& tx, const std::string& id, const EventKeys& keys, int64_t after_seq, int64_t limit,
+                    std::vector<Event>& out) {
+  struct Stored {
+    int64_t seq;
+    std::string type;
+    int64_t at;
+    std::string data;
+  };
+  std::deque<Stored> oldest;  // newest first; the `limit` oldest seen so far
+  int64_t row_id = keys.recent_tail;
+  for (int64_t expect = keys.last_seq; expect > after_seq; --expect) {
+    bool found = false;
+    DSH_RETURN_IF_ERROR(
+        tx.Query("SELECT session_num, seq, prev, type, at, data FROM events_recent WHERE id = ?", {row_id},
+                 [&](const Row& row) {
+                   if (row.Int(0) != keys.num || row.Int(1) != expect) return Status::Ok();
+                   found = true;
+                   row_id = row.Int(2);
+                   oldest.push_back(Stored{expect, row.String(3), row.Int(4), row.String(5)});
+                   if (static_cast<int64_t>(oldest.size()) > limit) oldest.pop_front();
+                   return Status::Ok();
+                 }));
+    if (!found) {
+      return Status(codes::kCorruptEvent,
+                    "session " + id + " seq " + std::to_string(expect) + ": the event is missing from the log");
+    }
+  }
+  for (auto it = oldest.rbegin(); it != oldest.rend(); ++it) {
+    DSH_ASSIGN_OR_RETURN(Event e, EventFromStored(id, it->seq, std::move(it->type), it->at, it->data));
+    out.push_back(std::move(e));
+  }
+  return Status::Ok();
 }
 
 // A session's events live in `events` (compacted, clustered by session) and
@@ -206,22 +266,18 @@ Result<Event> EventFromRow(const std::string& session_id, const Row& row) {
 // `events_recent`: read the first table, then continue in the second.
 Result<std::vector<Event>> ReadEventsTx(Tx& tx, const std::string& id, int64_t after_seq, int64_t limit) {
   if (limit <= 0) return InvalidArguments("limit must be positive");
-  DSH_ASSIGN_OR_RETURN(int64_t num, SessionNum(tx, id));
+  DSH_ASSIGN_OR_RETURN(EventKeys keys, SessionKeys(tx, id));
   std::vector<Event> out;
-  auto collect = [&](const Row& row) -> Status {
-    DSH_ASSIGN_OR_RETURN(Event e, EventFromRow(id, row));
-    out.push_back(std::move(e));
-    return Status::Ok();
-  };
   DSH_RETURN_IF_ERROR(
       tx.Query("SELECT seq, type, at, data FROM events WHERE session_num = ? AND seq > ? ORDER BY seq LIMIT ?",
-               {num, after_seq, limit}, collect));
+               {keys.num, after_seq, limit}, [&](const Row& row) -> Status {
+                 DSH_ASSIGN_OR_RETURN(Event e, EventFromStored(id, row.Int(0), row.String(1), row.Int(2), row.Text(3)));
+                 out.push_back(std::move(e));
+                 return Status::Ok();
+               }));
   auto have = static_cast<int64_t>(out.size());
   if (have < limit) {
-    int64_t after = have > 0 ? out.back().seq : after_seq;
-    DSH_RETURN_IF_ERROR(tx.Query(
-        "SELECT seq, type, at, data FROM events_recent WHERE session_num = ? AND seq > ? ORDER BY seq LIMIT ?",
-        {num, after, limit - have}, collect));
+    DSH_RETURN_IF_ERROR(ReadRecentTx(tx, id, keys, have > 0 ? out.back().seq : after_seq, limit - have, out));
   }
   return out;
 }
@@ -246,8 +302,11 @@ Result<SessionHeader> ForkTx(Tx& tx, const std::string& parent_id, int64_t seed_
                             std::to_string(parent.last_seq) + " of session " + parent_id);
   }
   DSH_ASSIGN_OR_RETURN(SessionHeader h, CreateTx(tx, child, now, clock, parent_id, seed_length));
-  DSH_ASSIGN_OR_RETURN(int64_t parent_num, SessionNum(tx, parent_id));
-  DSH_ASSIGN_OR_RETURN(int64_t child_num, SessionNum(tx, h.id));
+  DSH_ASSIGN_OR_RETURN(EventKeys parent_keys, SessionKeys(tx, parent_id));
+  DSH_ASSIGN_OR_RETURN(EventKeys child_keys, SessionKeys(tx, h.id));
+  const int64_t parent_num = parent_keys.num, child_num = child_keys.num;
+  // The copy lands in `events` directly. From `events_recent` it is a scan of
+  // that table (no index by session), which compaction keeps small.
   for (const char* table : {"events", "events_recent"}) {
     std::string sql =
         std::string("INSERT INTO events (session_num, seq, type, at, data) SELECT ?, seq, type, at, data FROM ") +
@@ -359,6 +418,20 @@ std::vector<store::Migration> SessionStore::Migrations() {
            " data TEXT NOT NULL)",
            "CREATE UNIQUE INDEX events_recent_by_session ON events_recent (session_num, seq)",
        }},
+      // v2: `events_recent` loses its index by session (one dirty index page
+      // per few sessions in every commit); each row links to the session's
+      // previous one instead, and `sessions.recent_tail` names the newest.
+      // Existing rows move to `events` first, so no chain is needed for them.
+      {"session",
+       2,
+       {
+           "INSERT INTO events (session_num, seq, type, at, data) "
+           "SELECT session_num, seq, type, at, data FROM events_recent ORDER BY id",
+           "DELETE FROM events_recent",
+           "DROP INDEX events_recent_by_session",
+           "ALTER TABLE events_recent ADD COLUMN prev BIGINT NOT NULL DEFAULT 0",
+           "ALTER TABLE sessions ADD COLUMN recent_tail BIGINT NOT NULL DEFAULT 0",
+       }},
   };
 }
 
@@ -432,9 +505,9 @@ void SessionStore::AppendWithAsync(std::string id, std::vector<EventDraft> event
   // writing, so with it the append keeps one.
   auto isolation = also ? store::JobIsolation::kSavepoint : store::JobIsolation::kFailsBeforeWriting;
   WriteAsync<std::vector<Event>>(
-      [this, id = std::move(id), events = std::move(events), also = std::move(also)](Tx& tx) mutable
+      [this, id = std::move(id), append = PrepareAppend(std::move(events)), also = std::move(also)](Tx& tx) mutable
       -> Result<std::vector<Event>> {
-        DSH_ASSIGN_OR_RETURN(auto stored, AppendTx(tx, id, events, ToUnixMillis(clock_.Now())));
+        DSH_ASSIGN_OR_RETURN(auto stored, AppendTx(tx, id, append, ToUnixMillis(clock_.Now())));
         if (also) DSH_RETURN_IF_ERROR(also(tx, stored));
         return stored;
       },
@@ -535,8 +608,8 @@ Result<std::vector<std::string>> SessionStore::SessionsWithEventType(const std::
   return db_.ReadValue<std::vector<std::string>>([&](Tx& tx) -> Result<std::vector<std::string>> {
     std::vector<std::string> ids;
     DSH_RETURN_IF_ERROR(tx.Query(
-        "SELECT s.id FROM sessions s WHERE EXISTS (SELECT 1 FROM events e WHERE e.session_num = s.num AND e.type = ?)"
-        " OR EXISTS (SELECT 1 FROM events_recent r WHERE r.session_num = s.num AND r.type = ?) ORDER BY s.id",
+        "SELECT id FROM sessions WHERE num IN (SELECT session_num FROM events WHERE type = ?"
+        " UNION SELECT session_num FROM events_recent WHERE type = ?) ORDER BY id",
         {std::string_view(type), std::string_view(type)}, [&](const Row& row) {
           ids.push_back(row.String(0));
           return Status::Ok();

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <future>
 #include <thread>
 
@@ -338,6 +339,76 @@ TEST_F(SessionStoreTest, ReadsAreTheSameBeforeDuringAndAfterCompaction) {
   auto appended = store_->Append(ids[0], {{"x/y", {{"i", 30}}}});
   EXPECT_EQ((*appended)[0].seq, 31);
   EXPECT_EQ(store_->ReadEvents(ids[0], 29, 10)->size(), 2u);
+}
+
+TEST_F(SessionStoreTest, AnEventMissingFromTheLogIsAClearErrorNamingSessionAndSeq) {
+  SessionHeader h = NewOne(), other = NewOne();
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(store_->Append(h.id, {{"x/y", {}}}).ok());
+    ASSERT_TRUE(store_->Append(other.id, {{"x/y", {}}}).ok());
+  }
+  ASSERT_TRUE(db_->WriteSync([&](store::Tx& tx) {
+    return tx.Exec("DELETE FROM events_recent WHERE seq = 2 AND session_num = (SELECT num FROM sessions WHERE id = ?)",
+                   {std::string_view(h.id)})
+        .status();
+  }).ok());
+  auto r = store_->ReadEvents(h.id, 0, 10);
+  EXPECT_EQ(r.status().code(), "corrupt_event");
+  EXPECT_NE(r.status().message().find("session " + h.id + " seq 2"), std::string::npos) << r.status().message();
+  EXPECT_EQ(store_->ReadEvents(h.id, 2, 10)->size(), 2u) << "the windows after the gap still read";
+  EXPECT_EQ(store_->ReadEvents(other.id, 0, 10)->size(), 4u);
+}
+
+TEST_F(SessionStoreTest, ReadsWindowsOfALongRunOfRecentEventsInterleavedWithOthers) {
+  SessionHeader h = NewOne(), other = NewOne();
+  for (int i = 0; i < 60; ++i) {
+    ASSERT_TRUE(store_->Append(h.id, {{"x/y", {{"i", i}}}, {"x/y", {{"i", i}}}}).ok());
+    ASSERT_TRUE(store_->Append(other.id, {{"x/y", {}}}).ok());
+  }
+  for (int64_t after : {0, 1, 57, 115, 119, 120}) {
+    auto w = store_->ReadEvents(h.id, after, 5);
+    ASSERT_TRUE(w.ok());
+    ASSERT_EQ(w->size(), static_cast<size_t>(std::min<int64_t>(5, 120 - after))) << after;
+    for (size_t k = 0; k < w->size(); ++k) {
+      int64_t seq = after + 1 + static_cast<int64_t>(k);
+      EXPECT_EQ((*w)[k].seq, seq);
+      EXPECT_EQ((*w)[k].data["i"], (seq - 1) / 2);
+    }
+  }
+}
+
+TEST_F(SessionStoreTest, ASchemaVersion1DatabaseIsUpgradedWithItsEventsKept) {
+  store_.reset();
+  db_.reset();
+  std::filesystem::remove(dir_.File("dsh.db"));
+  {
+    auto v1 = SessionStore::Migrations();
+    v1.resize(1);
+    auto db = store::Database::Open(
+        std::make_unique<store::SqliteConnectionFactory>(store::SqliteOptions{.path = dir_.File("dsh.db")}), v1);
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    ASSERT_TRUE((*db)->WriteSync([](store::Tx& tx) -> Status {
+      DSH_RETURN_IF_ERROR(tx.Exec("INSERT INTO sessions (num, id, created_at, updated_at, provider, model, time_zone, "
+                                  "seed_length, delegation_depth, origin, last_seq) "
+                                  "VALUES (7, 'old', 1, 2, 'echo', 'echo', 'UTC', 0, 0, 'test', 3)")
+                              .status());
+      DSH_RETURN_IF_ERROR(tx.Exec("INSERT INTO events (session_num, seq, type, at, data) "
+                                  "VALUES (7, 1, 'x/y', 1, '{\"i\":1}')")
+                              .status());
+      return tx.Exec("INSERT INTO events_recent (session_num, seq, type, at, data) "
+                     "VALUES (7, 2, 'x/y', 2, '{\"i\":2}'), (7, 3, 'x/y', 2, '{\"i\":3}')")
+          .status();
+    }).ok());
+  }
+  Reopen();
+  ASSERT_TRUE(store_->Append("old", {{"x/y", {{"i", 4}}}}).ok());
+  auto events = store_->ReadEvents("old", 0, 10);
+  ASSERT_TRUE(events.ok()) << events.status().ToString();
+  ASSERT_EQ(events->size(), 4u);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ((*events)[i].seq, i + 1);
+    EXPECT_EQ((*events)[i].data["i"], i + 1);
+  }
 }
 
 TEST_F(SessionStoreTest, ForkCopiesEventsFromBothTables) {

@@ -1,6 +1,6 @@
 // Load program for the durable session store (docs/PERFORMANCE.md, "Storage").
 //
-//   store_bench [--dir DIR] [--seconds S] [--quick] [--appenders N] [--mode async|threads]
+//   store_bench [--dir DIR] [--seconds S] [--quick] [--appenders N] [--mode strands|inline|threads]
 //               [--no-baseline] [--no-reads]
 //
 // The selection flags run only part of it (for A/B comparisons of one case);
@@ -24,6 +24,11 @@
 #include <thread>
 #include <vector>
 
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
+
 #include "session/session_store.h"
 #include "store/sqlite_connection.h"
 
@@ -37,7 +42,7 @@ struct Args {
   double seconds = 3;
   bool quick = false;
   int only_appenders = 0;  // 0: both 1 and 64
-  int only_mode = -1;      // a Mode, or -1: both
+  int only_mode = -1;      // a Mode, or -1: all
   bool baseline = true;
   bool reads = true;
 };
@@ -59,10 +64,31 @@ struct AppendResult {
 };
 
 // How appenders wait for their acknowledgement:
-//  kAsync:   like agents on strands: AppendAsync, the next append is issued
-//            from the completion callback (`appenders` appends in flight).
+//  kStrands: how the host appends: each appender is a strand on an
+//            io_context run by as many threads as `dsh web` runs here
+//            (2–4); its completion callback posts to the strand, which
+//            issues the next append (`appenders` appends in flight).
+//  kInline:  the next append is issued from the completion callback itself,
+//            on the writer thread (which then also does the appender's work).
 //  kThreads: one OS thread per appender blocking in Append().
-enum class Mode { kAsync, kThreads };
+enum class Mode { kStrands, kInline, kThreads };
+constexpr Mode kModes[] = {Mode::kStrands, Mode::kInline, Mode::kThreads};
+const char* ModeName(Mode m) {
+  switch (m) {
+    case Mode::kStrands: return "strands";
+    case Mode::kInline: return "inline";
+    case Mode::kThreads: return "threads";
+  }
+  return "?";
+}
+const char* ModeLabel(Mode m) {
+  switch (m) {
+    case Mode::kStrands: return "async, on strands";
+    case Mode::kInline: return "async, on the writer";
+    case Mode::kThreads: return "blocked threads";
+  }
+  return "?";
+}
 
 AppendResult Appends(const std::string& path, int appenders, size_t max_batch, double seconds, Mode mode) {
   std::filesystem::remove(path);
@@ -83,7 +109,14 @@ AppendResult Appends(const std::string& path, int appenders, size_t max_batch, d
   auto before = db->stats();
   auto start = Clock_::now();
   std::vector<std::thread> threads;
+  boost::asio::io_context io;
+  auto work = boost::asio::make_work_guard(io);
+  std::vector<boost::asio::strand<boost::asio::io_context::executor_type>> strands;
   std::function<void(int)> next;  // outlives every in-flight append
+  auto finished = [&] {
+    running--;
+    running.notify_all();
+  };
   if (mode == Mode::kThreads) {
     for (int i = 0; i < appenders; ++i) {
       threads.emplace_back([&, i] {
@@ -92,29 +125,31 @@ AppendResult Appends(const std::string& path, int appenders, size_t max_batch, d
           if (!r.ok()) fail(r.status());
           done.fetch_add(1, std::memory_order_relaxed);
         }
-        running--;
-        running.notify_all();
+        finished();
       });
     }
   } else {
+    for (int i = 0; i < appenders; ++i) strands.push_back(boost::asio::make_strand(io));
     next = [&](int i) {
       store.AppendAsync(ids[i], {{"message/assistant", data}}, [&, i](Result<std::vector<session::Event>> r) {
         if (!r.ok()) fail(r.status());
         done.fetch_add(1, std::memory_order_relaxed);
-        if (stop.load(std::memory_order_relaxed)) {
-          running--;
-          running.notify_all();
-          return;
-        }
-        next(i);
+        if (stop.load(std::memory_order_relaxed)) return finished();
+        if (mode == Mode::kInline) return next(i);
+        boost::asio::post(strands[i], [&, i] { next(i); });
       });
     };
     for (int i = 0; i < appenders; ++i) next(i);
+    if (mode == Mode::kStrands) {
+      unsigned n = std::max(2u, std::min(4u, std::thread::hardware_concurrency()));  // as `dsh web`
+      for (unsigned t = 0; t < n; ++t) threads.emplace_back([&] { io.run(); });
+    }
   }
   std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
   stop = true;
-  for (auto& t : threads) t.join();
   for (int left = running.load(); left > 0; left = running.load()) running.wait(left);
+  work.reset();
+  for (auto& t : threads) t.join();
   double elapsed = std::chrono::duration<double>(Clock_::now() - start).count();
   auto after = db->stats();
   return {static_cast<double>(done.load()) / elapsed, static_cast<double>(after.commits - before.commits) / elapsed};
@@ -146,18 +181,18 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--seconds") && i + 1 < argc) args.seconds = std::atof(argv[++i]);
     else if (!std::strcmp(argv[i], "--quick")) args.quick = true;
     else if (!std::strcmp(argv[i], "--appenders") && i + 1 < argc) args.only_appenders = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--mode") && i + 1 < argc && !std::strcmp(argv[i + 1], "async")) {
-      args.only_mode = static_cast<int>(Mode::kAsync);
+    else if (!std::strcmp(argv[i], "--mode") && i + 1 < argc) {
       ++i;
-    } else if (!std::strcmp(argv[i], "--mode") && i + 1 < argc && !std::strcmp(argv[i + 1], "threads")) {
-      args.only_mode = static_cast<int>(Mode::kThreads);
-      ++i;
+      for (Mode m : kModes) {
+        if (!std::strcmp(argv[i], ModeName(m))) args.only_mode = static_cast<int>(m);
+      }
+      if (args.only_mode < 0) return std::fprintf(stderr, "unknown mode '%s'\n", argv[i]), 2;
     }
     else if (!std::strcmp(argv[i], "--no-baseline")) args.baseline = false;
     else if (!std::strcmp(argv[i], "--no-reads")) args.reads = false;
     else {
       std::fprintf(stderr,
-                   "usage: %s [--dir DIR] [--seconds S] [--quick] [--appenders N] [--mode async|threads] "
+                   "usage: %s [--dir DIR] [--seconds S] [--quick] [--appenders N] [--mode strands|inline|threads] "
                    "[--no-baseline] [--no-reads]\n",
                    argv[0]);
       return 2;
@@ -172,7 +207,7 @@ int main(int argc, char** argv) {
   std::printf("## Durable appends (synchronous=FULL, %.1f s each, one session per appender)\n\n", args.seconds);
   std::printf("| appenders | waiting | group commit: events/s | commits/s | one transaction per append: events/s | ratio |\n");
   std::printf("|---:|---|---:|---:|---:|---:|\n");
-  for (Mode mode : {Mode::kAsync, Mode::kThreads}) {
+  for (Mode mode : kModes) {
     if (args.only_mode >= 0 && static_cast<int>(mode) != args.only_mode) continue;
     for (int appenders : {1, 64}) {
       if (args.only_appenders > 0) {
@@ -180,7 +215,7 @@ int main(int argc, char** argv) {
         appenders = args.only_appenders;
       }
       AppendResult group = Appends(path, appenders, 1024, args.seconds, mode);
-      std::printf("| %d | %s | %.0f | %.0f | ", appenders, mode == Mode::kAsync ? "async callbacks" : "blocked threads",
+      std::printf("| %d | %s | %.0f | %.0f | ", appenders, ModeLabel(mode),
                   group.per_second, group.commits_per_second);
       if (args.baseline) {
         AppendResult single = Appends(path, appenders, 1, args.seconds, mode);

@@ -72,23 +72,14 @@ struct AppendResult {
 //            on the writer thread (which then also does the appender's work).
 //  kThreads: one OS thread per appender blocking in Append().
 enum class Mode { kStrands, kInline, kThreads };
-constexpr Mode kModes[] = {Mode::kStrands, Mode::kInline, Mode::kThreads};
-const char* ModeName(Mode m) {
-  switch (m) {
-    case Mode::kStrands: return "strands";
-    case Mode::kInline: return "inline";
-    case Mode::kThreads: return "threads";
-  }
-  return "?";
-}
-const char* ModeLabel(Mode m) {
-  switch (m) {
-    case Mode::kStrands: return "async, on strands";
-    case Mode::kInline: return "async, on the writer";
-    case Mode::kThreads: return "blocked threads";
-  }
-  return "?";
-}
+struct ModeInfo {
+  Mode mode;
+  const char* name;   // for --mode
+  const char* label;  // in the table
+};
+constexpr ModeInfo kModes[] = {{Mode::kStrands, "strands", "async, on strands"},
+                               {Mode::kInline, "inline", "async, on the writer"},
+                               {Mode::kThreads, "threads", "blocked threads"}};
 
 AppendResult Appends(const std::string& path, int appenders, size_t max_batch, double seconds, Mode mode) {
   std::filesystem::remove(path);
@@ -183,8 +174,8 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--appenders") && i + 1 < argc) args.only_appenders = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--mode") && i + 1 < argc) {
       ++i;
-      for (Mode m : kModes) {
-        if (!std::strcmp(argv[i], ModeName(m))) args.only_mode = static_cast<int>(m);
+      for (const auto& m : kModes) {
+        if (!std::strcmp(argv[i], m.name)) args.only_mode = static_cast<int>(m.mode);
       }
       if (args.only_mode < 0) return std::fprintf(stderr, "unknown mode '%s'\n", argv[i]), 2;
     }
@@ -207,7 +198,7 @@ int main(int argc, char** argv) {
   std::printf("## Durable appends (synchronous=FULL, %.1f s each, one session per appender)\n\n", args.seconds);
   std::printf("| appenders | waiting | group commit: events/s | commits/s | one transaction per append: events/s | ratio |\n");
   std::printf("|---:|---|---:|---:|---:|---:|\n");
-  for (Mode mode : kModes) {
+  for (const auto& [mode, name, label] : kModes) {
     if (args.only_mode >= 0 && static_cast<int>(mode) != args.only_mode) continue;
     for (int appenders : {1, 64}) {
       if (args.only_appenders > 0) {
@@ -215,7 +206,7 @@ int main(int argc, char** argv) {
         appenders = args.only_appenders;
       }
       AppendResult group = Appends(path, appenders, 1024, args.seconds, mode);
-      std::printf("| %d | %s | %.0f | %.0f | ", appenders, ModeLabel(mode),
+      std::printf("| %d | %s | %.0f | %.0f | ", appenders, label,
                   group.per_second, group.commits_per_second);
       if (args.baseline) {
         AppendResult single = Appends(path, appenders, 1, args.seconds, mode);

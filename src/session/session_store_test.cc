@@ -40,6 +40,14 @@ class SessionStoreTest : public ::testing::Test {
     }).ok());
     return n;
   }
+  // Runs `statement` (an UPDATE or DELETE with a WHERE clause) on the rows
+  // of session `id` only, as a damaged disk would.
+  void Tamper(const std::string& statement, const std::string& id) {
+    ASSERT_TRUE(db_->WriteSync([&](store::Tx& tx) {
+      return tx.Exec(statement + " AND session_num = (SELECT num FROM sessions WHERE id = ?)", {std::string_view(id)})
+          .status();
+    }).ok());
+  }
   SessionHeader NewOne(NewSession s = {}) {
     if (s.route.provider.empty()) s.route = {"echo", "echo", std::nullopt};
     auto h = store_->Create(s);
@@ -285,11 +293,7 @@ TEST_F(SessionStoreTest, ReadsTitlesOfManySessionsInOneCall) {
 TEST_F(SessionStoreTest, ACorruptStoredEventIsAClearErrorNamingSessionAndSeq) {
   SessionHeader h = NewOne();
   ASSERT_TRUE(store_->Append(h.id, {{"x/y", {}}, {"x/y", {}}}).ok());
-  ASSERT_TRUE(db_->WriteSync([&](store::Tx& tx) {
-    return tx.Exec("UPDATE events_recent SET data = '{broken' WHERE seq = 2 AND session_num = (SELECT num FROM sessions WHERE id = ?)",
-                   {std::string_view(h.id)})
-        .status();
-  }).ok());
+  Tamper("UPDATE events_recent SET data = '{broken' WHERE seq = 2", h.id);
   auto r = store_->ReadEvents(h.id, 0, 10);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), "corrupt_event");
@@ -301,10 +305,7 @@ TEST_F(SessionStoreTest, ACorruptCompactedEventIsAlsoAClearError) {
   SessionHeader h = NewOne();
   ASSERT_TRUE(store_->Append(h.id, {{"x/y", {}}, {"x/y", {}}}).ok());
   ASSERT_EQ(*store_->Compact(100), 2);
-  ASSERT_TRUE(db_->WriteSync([&](store::Tx& tx) {
-    return tx.Exec("UPDATE events SET data = 'null' WHERE seq = 1 AND session_num = (SELECT num FROM sessions WHERE id = ?)", {std::string_view(h.id)})
-        .status();
-  }).ok());
+  Tamper("UPDATE events SET data = 'null' WHERE seq = 1", h.id);
   auto r = store_->ReadEvents(h.id, 0, 10);
   EXPECT_EQ(r.status().code(), "corrupt_event");
   EXPECT_NE(r.status().message().find("seq 1"), std::string::npos);
@@ -347,11 +348,7 @@ TEST_F(SessionStoreTest, AnEventMissingFromTheLogIsAClearErrorNamingSessionAndSe
     ASSERT_TRUE(store_->Append(h.id, {{"x/y", {}}}).ok());
     ASSERT_TRUE(store_->Append(other.id, {{"x/y", {}}}).ok());
   }
-  ASSERT_TRUE(db_->WriteSync([&](store::Tx& tx) {
-    return tx.Exec("DELETE FROM events_recent WHERE seq = 2 AND session_num = (SELECT num FROM sessions WHERE id = ?)",
-                   {std::string_view(h.id)})
-        .status();
-  }).ok());
+  Tamper("DELETE FROM events_recent WHERE seq = 2", h.id);
   auto r = store_->ReadEvents(h.id, 0, 10);
   EXPECT_EQ(r.status().code(), "corrupt_event");
   EXPECT_NE(r.status().message().find("session " + h.id + " seq 2"), std::string::npos) << r.status().message();

@@ -296,15 +296,14 @@ Result<std::vector<SessionHeader>> ListRecentTx(Tx& tx, int64_t limit) {
 
 Result<SessionHeader> ForkTx(Tx& tx, const std::string& parent_id, int64_t seed_length, const NewSession& child,
                              int64_t now, const Clock& clock) {
-  DSH_ASSIGN_OR_RETURN(SessionHeader parent, GetTx(tx, parent_id));
+  DSH_ASSIGN_OR_RETURN(EventKeys parent, SessionKeys(tx, parent_id));
   if (seed_length < 0 || seed_length > parent.last_seq) {
     return InvalidArguments("seed length " + std::to_string(seed_length) + " is outside 0.." +
                             std::to_string(parent.last_seq) + " of session " + parent_id);
   }
   DSH_ASSIGN_OR_RETURN(SessionHeader h, CreateTx(tx, child, now, clock, parent_id, seed_length));
-  DSH_ASSIGN_OR_RETURN(EventKeys parent_keys, SessionKeys(tx, parent_id));
   DSH_ASSIGN_OR_RETURN(EventKeys child_keys, SessionKeys(tx, h.id));
-  const int64_t parent_num = parent_keys.num, child_num = child_keys.num;
+  const int64_t parent_num = parent.num, child_num = child_keys.num;
   // The copy lands in `events` directly. From `events_recent` it is a scan of
   // that table (no index by session), which compaction keeps small.
   for (const char* table : {"events", "events_recent"}) {

@@ -1,10 +1,11 @@
 // Load program for the durable session store (docs/PERFORMANCE.md, "Storage").
 //
 //   store_bench [--dir DIR] [--seconds S] [--quick] [--appenders N] [--mode strands|inline|threads]
-//               [--no-baseline] [--no-reads]
+//               [--wal-writes gathered|direct] [--no-baseline] [--no-reads]
 //
 // The selection flags run only part of it (for A/B comparisons of one case);
-// without them it runs everything below.
+// without them it runs everything below. `--wal-writes direct` writes each
+// WAL frame as SQLite does by itself (SqliteOptions::gather_wal_writes off).
 //
 // 1. Durable appends per second at synchronous=FULL with 1 and 64 concurrent
 //    appenders (each appends one event at a time to its own session and waits
@@ -47,9 +48,12 @@ struct Args {
   bool reads = true;
 };
 
+bool gather_wal_writes = true;  // --wal-writes
+
 std::unique_ptr<store::Database> Open(const std::string& path, size_t max_batch) {
   auto db = store::Database::Open(
-      std::make_unique<store::SqliteConnectionFactory>(store::SqliteOptions{.path = path}),
+      std::make_unique<store::SqliteConnectionFactory>(
+          store::SqliteOptions{.path = path, .gather_wal_writes = gather_wal_writes}),
       session::SessionStore::Migrations(), store::DatabaseOptions{.readers = 2, .max_batch = max_batch});
   if (!db.ok()) {
     std::fprintf(stderr, "open %s: %s\n", path.c_str(), db.status().ToString().c_str());
@@ -179,12 +183,19 @@ int main(int argc, char** argv) {
       }
       if (args.only_mode < 0) return std::fprintf(stderr, "unknown mode '%s'\n", argv[i]), 2;
     }
+    else if (!std::strcmp(argv[i], "--wal-writes") && i + 1 < argc) {
+      ++i;
+      if (std::strcmp(argv[i], "gathered") && std::strcmp(argv[i], "direct")) {
+        return std::fprintf(stderr, "unknown --wal-writes '%s' (gathered|direct)\n", argv[i]), 2;
+      }
+      gather_wal_writes = !std::strcmp(argv[i], "gathered");
+    }
     else if (!std::strcmp(argv[i], "--no-baseline")) args.baseline = false;
     else if (!std::strcmp(argv[i], "--no-reads")) args.reads = false;
     else {
       std::fprintf(stderr,
                    "usage: %s [--dir DIR] [--seconds S] [--quick] [--appenders N] [--mode strands|inline|threads] "
-                   "[--no-baseline] [--no-reads]\n",
+                   "[--wal-writes gathered|direct] [--no-baseline] [--no-reads]\n",
                    argv[0]);
       return 2;
     }

@@ -4,6 +4,8 @@
 
 #include <unordered_map>
 
+#include "store/sqlite_wal_vfs.h"
+
 namespace dsh::store {
 namespace {
 
@@ -193,9 +195,14 @@ Result<std::unique_ptr<Connection>> SqliteConnectionFactory::Open() {
   // something else initialized SQLite earlier.
   static const bool configured = [] { return sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0) == SQLITE_OK; }();
   (void)configured;
+  // Gathering WAL writes in memory is safe only where each commit syncs the
+  // WAL before publishing its frames (see CoalescingWalVfs).
+  const char* vfs = options_.synchronous == SqliteOptions::Synchronous::kFull && options_.gather_wal_writes
+                        ? CoalescingWalVfs()
+                        : nullptr;
   sqlite3* db = nullptr;
   int rc = sqlite3_open_v2(options_.path.c_str(), &db,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, vfs);
   if (rc != SQLITE_OK) {
     std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
     sqlite3_close_v2(db);

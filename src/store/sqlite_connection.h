@@ -14,6 +14,9 @@ struct SqliteOptions {
   // but the last commits may roll back after power loss (WAL).
   enum class Synchronous { kFull, kNormal } synchronous = Synchronous::kFull;
   std::chrono::milliseconds busy_timeout{5000};
+  // With FULL: a commit's WAL writes reach the file as one write
+  // (CoalescingWalVfs). Off only to measure the difference.
+  bool gather_wal_writes = true;
 };
 
 // SQLite in WAL mode. Each Open() returns an independent connection with

@@ -2,7 +2,7 @@
 //
 //   agent_bench [--dir DIR] [--sessions N] [--seconds S] [--inflight K]
 //               [--wait turn|ack] [--sync full|normal] [--threads T]
-//               [--prompt-bytes B] [--quick]
+//               [--prompt-bytes B] [--gather US] [--checkpoints background|writer] [--quick]
 //
 // 1. Memory per idle live agent: N sessions each get a short conversation
 //    (one delivered message answered by the echo model: turn/start,
@@ -71,6 +71,8 @@ struct Args {
   bool sync_full = true;
   int threads = 2;
   size_t prompt_bytes = 0;
+  int gather_us = 300;                 // DatabaseOptions::max_gather; 0: off
+  bool background_checkpoints = true;  // SqliteOptions::checkpoints.background
   bool quick = false;
 };
 
@@ -189,7 +191,9 @@ struct Bench {
     for (auto& m : agent::AgentManager::Migrations()) migrations.push_back(m);
     store::SqliteOptions sqlite{.path = path};
     sqlite.synchronous = args.sync_full ? store::SqliteOptions::Synchronous::kFull : store::SqliteOptions::Synchronous::kNormal;
-    auto opened = store::Database::Open(std::make_unique<store::SqliteConnectionFactory>(sqlite), migrations);
+    sqlite.checkpoints.background = args.background_checkpoints;
+    auto opened = store::Database::Open(std::make_unique<store::SqliteConnectionFactory>(sqlite), migrations,
+                                        store::DatabaseOptions{.max_gather = std::chrono::microseconds(args.gather_us)});
     if (!opened.ok()) Fail("open", opened.status());
     db = std::move(opened).value();
     sessions = std::make_unique<session::SessionStore>(*db, RealClock(), &hub);
@@ -513,12 +517,17 @@ int main(int argc, char** argv) {
       args.wait_ack = !std::strcmp(argv[++i], "ack");
     } else if (is("--sync") && (!std::strcmp(argv[i + 1], "full") || !std::strcmp(argv[i + 1], "normal"))) {
       args.sync_full = !std::strcmp(argv[++i], "full");
+    } else if (is("--gather")) {
+      args.gather_us = std::max(0, std::atoi(argv[++i]));
+    } else if (is("--checkpoints") && (!std::strcmp(argv[i + 1], "background") || !std::strcmp(argv[i + 1], "writer"))) {
+      args.background_checkpoints = !std::strcmp(argv[++i], "background");
     } else if (!std::strcmp(argv[i], "--quick")) {
       args.quick = true;
     } else {
       std::fprintf(stderr,
                    "usage: %s [--dir DIR] [--sessions N] [--seconds S] [--inflight K] [--wait turn|ack] "
-                   "[--sync full|normal] [--threads T] [--prompt-bytes B] [--quick]\n",
+                   "[--sync full|normal] [--threads T] [--prompt-bytes B] [--gather US] "
+                   "[--checkpoints background|writer] [--quick]\n",
                    argv[0]);
       return 2;
     }

@@ -1,11 +1,17 @@
 // Load program for the durable session store (docs/PERFORMANCE.md, "Storage").
 //
 //   store_bench [--dir DIR] [--seconds S] [--quick] [--appenders N] [--mode strands|inline|threads]
-//               [--wal-writes gathered|direct] [--no-baseline] [--no-reads]
+//               [--wal-writes gathered|direct] [--gather US] [--checkpoints background|writer]
+//               [--no-baseline] [--no-reads]
 //
 // The selection flags run only part of it (for A/B comparisons of one case);
-// without them it runs everything below. `--wal-writes direct` writes each
-// WAL frame as SQLite does by itself (SqliteOptions::gather_wal_writes off).
+// without them it runs everything below. The others turn off what the host
+// does, to measure the difference: `--wal-writes direct` writes each WAL
+// frame as SQLite does by itself (SqliteOptions::gather_wal_writes),
+// `--gather 0` starts each transaction without waiting for a burst of writes
+// (DatabaseOptions::max_gather, 300 µs by default), `--checkpoints writer`
+// leaves WAL checkpoints to SQLite, inside a COMMIT
+// (SqliteOptions::checkpoints).
 //
 // 1. Durable appends per second at synchronous=FULL with 1 and 64 concurrent
 //    appenders (each appends one event at a time to its own session and waits
@@ -48,13 +54,20 @@ struct Args {
   bool reads = true;
 };
 
-bool gather_wal_writes = true;  // --wal-writes
+// What the host does unless a flag says otherwise.
+bool gather_wal_writes = true;       // --wal-writes
+int gather_us = 300;                 // --gather
+bool background_checkpoints = true;  // --checkpoints
 
 std::unique_ptr<store::Database> Open(const std::string& path, size_t max_batch) {
   auto db = store::Database::Open(
       std::make_unique<store::SqliteConnectionFactory>(
-          store::SqliteOptions{.path = path, .gather_wal_writes = gather_wal_writes}),
-      session::SessionStore::Migrations(), store::DatabaseOptions{.readers = 2, .max_batch = max_batch});
+          store::SqliteOptions{.path = path,
+                               .gather_wal_writes = gather_wal_writes,
+                               .checkpoints = {.background = background_checkpoints}}),
+      session::SessionStore::Migrations(),
+      store::DatabaseOptions{
+          .readers = 2, .max_batch = max_batch, .max_gather = std::chrono::microseconds(gather_us)});
   if (!db.ok()) {
     std::fprintf(stderr, "open %s: %s\n", path.c_str(), db.status().ToString().c_str());
     std::exit(1);
@@ -190,12 +203,21 @@ int main(int argc, char** argv) {
       }
       gather_wal_writes = !std::strcmp(argv[i], "gathered");
     }
+    else if (!std::strcmp(argv[i], "--gather") && i + 1 < argc) gather_us = std::max(0, std::atoi(argv[++i]));
+    else if (!std::strcmp(argv[i], "--checkpoints") && i + 1 < argc) {
+      ++i;
+      if (std::strcmp(argv[i], "background") && std::strcmp(argv[i], "writer")) {
+        return std::fprintf(stderr, "unknown --checkpoints '%s' (background|writer)\n", argv[i]), 2;
+      }
+      background_checkpoints = !std::strcmp(argv[i], "background");
+    }
     else if (!std::strcmp(argv[i], "--no-baseline")) args.baseline = false;
     else if (!std::strcmp(argv[i], "--no-reads")) args.reads = false;
     else {
       std::fprintf(stderr,
                    "usage: %s [--dir DIR] [--seconds S] [--quick] [--appenders N] [--mode strands|inline|threads] "
-                   "[--wal-writes gathered|direct] [--no-baseline] [--no-reads]\n",
+                   "[--wal-writes gathered|direct] [--gather US] [--checkpoints background|writer] "
+                   "[--no-baseline] [--no-reads]\n",
                    argv[0]);
       return 2;
     }

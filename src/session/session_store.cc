@@ -2,6 +2,7 @@
 
 #include <deque>
 #include <future>
+#include <unordered_set>
 
 #include <spdlog/spdlog.h>
 
@@ -354,21 +355,41 @@ Result<std::map<std::string, Titles>> ReadTitlesTx(Tx& tx, const std::vector<std
   return out;
 }
 
-// Moves up to `max_rows` of the oldest recent events into `events`; returns
-// how many moved.
-Result<int64_t> CompactTx(Tx& tx, int64_t max_rows) {
-  std::optional<int64_t> lo;
-  DSH_RETURN_IF_ERROR(tx.Query("SELECT MIN(id) FROM events_recent", {}, [&](const Row& row) {
-    if (!row.IsNull(0)) lo = row.Int(0);
-    return Status::Ok();
-  }));
-  if (!lo) return int64_t{0};
-  int64_t hi = *lo + max_rows - 1;
+struct Compacted {
+  int64_t moved = 0;
+  bool drained = false;  // no recent event is left
+};
+
+// Moves the oldest recent events into `events`: at most `max_rows`, and only
+// as many as fit an estimate of `max_pages` pages written to `events` (one
+// leaf per session in the slice, plus the events' bytes), the first at least.
+Result<Compacted> CompactTx(Tx& tx, int64_t max_rows, int64_t max_pages) {
+  constexpr int64_t kPageBytes = 4096;
+  std::optional<int64_t> hi;  // the newest row that fits
+  int64_t scanned = 0, bytes = 0;
+  bool full = false;
+  std::unordered_set<int64_t> sessions;
+  DSH_RETURN_IF_ERROR(tx.Query("SELECT id, session_num, length(data) FROM events_recent ORDER BY id LIMIT ?",
+                               {max_rows}, [&](const Row& row) {
+                                 ++scanned;
+                                 if (full) return Status::Ok();
+                                 sessions.insert(row.Int(1));
+                                 bytes += row.Int(2);
+                                 auto pages = static_cast<int64_t>(sessions.size()) + bytes / kPageBytes;
+                                 if (hi && pages > max_pages) {
+                                   full = true;
+                                   return Status::Ok();
+                                 }
+                                 hi = row.Int(0);
+                                 return Status::Ok();
+                               }));
+  if (!hi) return Compacted{0, true};
   DSH_RETURN_IF_ERROR(tx.Exec("INSERT INTO events (session_num, seq, type, at, data) "
                               "SELECT session_num, seq, type, at, data FROM events_recent WHERE id <= ? ORDER BY id",
-                              {hi})
+                              {*hi})
                           .status());
-  return tx.Exec("DELETE FROM events_recent WHERE id <= ?", {hi});
+  DSH_ASSIGN_OR_RETURN(int64_t moved, tx.Exec("DELETE FROM events_recent WHERE id <= ?", {*hi}));
+  return Compacted{moved, !full && scanned < max_rows};
 }
 
 }  // namespace
@@ -551,19 +572,18 @@ void SessionStore::NoteAppended(size_t n) {
 
 void SessionStore::CompactionStep() {
   const int64_t slice = static_cast<int64_t>(db_.write_load() >= kSaturatedLoad ? kCompactEvery : kCompactSlice);
-  auto moved = std::make_shared<int64_t>(0);
+  auto done = std::make_shared<Compacted>();
   db_.Write(
-      [moved, slice](Tx& tx) -> Status {
-        DSH_ASSIGN_OR_RETURN(*moved, CompactTx(tx, slice));
+      [done, slice](Tx& tx) -> Status {
+        DSH_ASSIGN_OR_RETURN(*done, CompactTx(tx, slice, kCompactPages));
         return Status::Ok();
       },
-      [this, moved, slice](Status st) {
+      [this, done](Status st) {
         if (!st.ok() && st.code() != codes::kShuttingDown) {
           spdlog::warn("event compaction failed (it will be retried): {}", st.ToString());
         }
         if (st.ok()) {
-          // Fewer rows than asked for: the table is drained.
-          int64_t left = *moved < slice ? (backlog_ = 0) : (backlog_ -= *moved);
+          int64_t left = done->drained ? (backlog_ = 0) : (backlog_ -= done->moved);
           if (left >= static_cast<int64_t>(kCompactSlice)) return CompactionStep();
         }
         std::lock_guard lock(compaction_mu_);
@@ -572,8 +592,11 @@ void SessionStore::CompactionStep() {
       });
 }
 
-Result<int64_t> SessionStore::Compact(int64_t max_rows) {
-  return db_.WriteValue<int64_t>([&](Tx& tx) { return CompactTx(tx, max_rows); });
+Result<int64_t> SessionStore::Compact(int64_t max_rows, int64_t max_pages) {
+  return db_.WriteValue<int64_t>([&](Tx& tx) -> Result<int64_t> {
+    DSH_ASSIGN_OR_RETURN(Compacted done, CompactTx(tx, max_rows, max_pages));
+    return done.moved;
+  });
 }
 
 Result<SessionHeader> SessionStore::Get(const std::string& id) {

@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <functional>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -84,17 +85,23 @@ class SessionStore {
   // records parent_id and seed_length. 0 <= seed_length <= parent's last_seq.
   Result<SessionHeader> Fork(const std::string& parent_id, int64_t seed_length, const NewSession& child);
 
-  // Moves up to `max_rows` of the newest events from the append-ordered
-  // `events_recent` table into the session-clustered `events` table; returns
-  // how many moved. Runs by itself as ordinary write jobs, sized by how
-  // busy the writer is: while it keeps up, a slice of kCompactSlice rows
-  // whenever that many are waiting (an append waits behind ~1 ms of
-  // compaction at most); while it is saturated, kCompactEvery rows at a time
-  // (far fewer pages written per event, when throughput is what counts).
-  // Tests and tools may call it. Reads see the same events before and after.
-  Result<int64_t> Compact(int64_t max_rows);
+  // Moves the oldest events of the append-ordered `events_recent` table into
+  // the session-clustered `events` table: at most `max_rows`, and no more
+  // than fit an estimate of `max_pages` pages of `events` written (one per
+  // session in the slice plus the events' bytes / 4096; the first event
+  // always moves); returns how many moved. Runs by itself as ordinary write
+  // jobs, sized by how busy the writer is: while it keeps up, a slice of
+  // kCompactSlice rows whenever that many are waiting (an append waits
+  // behind ~1 ms of compaction at most); while it is saturated, up to
+  // kCompactEvery rows at a time (far fewer pages written per event when few
+  // sessions are busy), within kCompactPages either way (with a thousand
+  // busy sessions, 4,096 rows would write a page each for most of them and
+  // hold every append for 5–17 ms). Tests and tools may call it. Reads see
+  // the same events before and after.
+  Result<int64_t> Compact(int64_t max_rows, int64_t max_pages = std::numeric_limits<int64_t>::max());
   static constexpr size_t kCompactEvery = 4096;
   static constexpr size_t kCompactSlice = 256;
+  static constexpr int64_t kCompactPages = 256;
 
   // Ids of the sessions with at least one event of `type`, in id order. A
   // scan of every event: for one-time migrations, not for serving requests.

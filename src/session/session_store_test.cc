@@ -437,6 +437,26 @@ TEST_F(SessionStoreTest, CompactsInSmallSlicesWhileTheWriterKeepsUp) {
   EXPECT_EQ(store_->ReadEvents(h.id, 0, 100000)->size(), n);
 }
 
+// A slice stops before the estimated pages of `events` it writes (one per
+// session, plus bytes / 4096) exceed the budget; the first event always moves.
+TEST_F(SessionStoreTest, CompactionSlicesStayWithinTheirPageBudget) {
+  std::vector<std::string> ids;
+  for (int s = 0; s < 30; ++s) {
+    ids.push_back(NewOne().id);
+    ASSERT_TRUE(store_->Append(ids.back(), {{"x/y", {{"s", s}}}}).ok());
+  }
+  EXPECT_EQ(*store_->Compact(1000, 10), 10) << "one page per session";
+  EXPECT_EQ(*store_->Compact(1000, 0), 1) << "the first event moves whatever its size";
+  EXPECT_EQ(*store_->Compact(1000), 19);
+  SessionHeader big = NewOne();
+  const std::string text(2000, 'x');  // about half a page per event
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(store_->Append(big.id, {{"x/y", {{"t", text}}}}).ok());
+  EXPECT_EQ(*store_->Compact(1000, 2), 4) << "1 session + 8,000 bytes / 4096 fits 2 pages; a fifth event does not";
+  EXPECT_EQ(*store_->Compact(1000), 6);
+  for (int s = 0; s < 30; ++s) EXPECT_EQ((*store_->ReadEvents(ids[s], 0, 10))[0].data["s"], s);
+  EXPECT_EQ(store_->ReadEvents(big.id, 0, 100)->size(), 10u);
+}
+
 TEST_F(SessionStoreTest, AsyncFormsCompleteAfterCommit) {
   SessionHeader h = NewOne();
   std::promise<Result<std::vector<Event>>> done;

@@ -98,6 +98,10 @@ class ConnectionFactory {
  public:
   virtual ~ConnectionFactory() = default;
   virtual Result<std::unique_ptr<Connection>> Open() = 0;
+  // The connection that will run every write transaction (Database opens
+  // one); a backend may attach work to it that follows commits, such as
+  // SQLite's WAL checkpoints.
+  virtual Result<std::unique_ptr<Connection>> OpenWriter() { return Open(); }
   // For messages: "sqlite /path/dsh.db".
   virtual std::string Describe() const = 0;
 };

@@ -36,7 +36,7 @@ Database::Database(std::unique_ptr<ConnectionFactory> factory, DatabaseOptions o
 }
 
 Status Database::Start(std::vector<Migration> migrations) {
-  DSH_ASSIGN_OR_RETURN(auto writer_conn, factory_->Open());
+  DSH_ASSIGN_OR_RETURN(auto writer_conn, factory_->OpenWriter());
   DSH_RETURN_IF_ERROR(ApplyMigrations(*writer_conn, migrations));
   std::vector<std::unique_ptr<Connection>> reader_conns;
   for (int i = 0; i < options_.readers; ++i) {
@@ -71,7 +71,7 @@ void Database::Enqueue(std::deque<Pending>& queue, std::condition_variable& cv, 
     if (!closing_) {
       queue.push_back(std::move(p));
       if (&queue == &write_queue_) queued_writes_.store(queue.size(), std::memory_order_relaxed);
-      cv.notify_one();
+      if (&queue != &write_queue_ || queue.size() >= wake_writer_at_) cv.notify_one();
       return;
     }
   }
@@ -118,6 +118,7 @@ void Database::WriterLoop(std::unique_ptr<Connection> conn) {
       std::unique_lock lock(mu_);
       write_cv_.wait(lock, [&] { return closing_ || !write_queue_.empty(); });
       if (write_queue_.empty()) return;  // closing and drained
+      Gather(lock);
       while (!write_queue_.empty() && batch.size() < options_.max_batch) {
         batch.push_back(std::move(write_queue_.front()));
         write_queue_.pop_front();
@@ -128,6 +129,37 @@ void Database::WriterLoop(std::unique_ptr<Connection> conn) {
     std::span<Pending> rest(batch);
     while (!rest.empty()) rest = CommitBatch(*conn, rest);
   }
+}
+
+// After a commit, the callers it acknowledged often write again at once (an
+// agent's next step, each on its own strand); their writes arrive over the
+// next few hundred microseconds. Starting the next transaction with the first
+// few of them would split them over two commits, each paying a WAL sync. So
+// while fewer than half of the last transaction's count are queued, the
+// writer waits as long as writes keep arriving in a burst (faster than one per
+// kBurstGap), until the last transaction's count is queued, or max_gather.
+// A steady stream, however busy, arrives slower than that and is not waited
+// for.
+void Database::Gather(std::unique_lock<std::mutex>& lock) {
+  constexpr auto kSlice = std::chrono::microseconds(50);
+  constexpr auto kBurstGap = std::chrono::microseconds(15);
+  const size_t target = last_batch_.load(std::memory_order_relaxed);
+  if (options_.max_gather.count() <= 0 || closing_ || write_queue_.size() * 2 >= target) return;
+  using SteadyClock = std::chrono::steady_clock;
+  const auto deadline = SteadyClock::now() + options_.max_gather;
+  wake_writer_at_ = target;
+  size_t seen = write_queue_.size();
+  auto since = SteadyClock::now();
+  while (!closing_ && write_queue_.size() < target) {
+    auto until = std::min(since + kSlice, deadline);
+    write_cv_.wait_until(lock, until, [&] { return closing_ || write_queue_.size() >= target; });
+    auto now = SteadyClock::now();
+    size_t arrived = write_queue_.size() - seen;
+    if (now >= deadline || arrived == 0 || (now - since) / arrived > kBurstGap) break;
+    seen = write_queue_.size();
+    since = now;
+  }
+  wake_writer_at_ = 1;
 }
 
 std::span<Database::Pending> Database::CommitBatch(Connection& conn, std::span<Pending> batch) {

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -30,6 +31,9 @@ struct Migration {
 struct DatabaseOptions {
   int readers = 2;             // reader threads, each with its own connection
   size_t max_batch = 1024;     // most write jobs committed in one transaction
+  // Longest wait for the callers of the last commit to write again before the
+  // next transaction starts (Database::Gather); zero: never wait.
+  std::chrono::microseconds max_gather{300};
 };
 
 // The profile database: one writer thread that commits write jobs in groups,
@@ -142,6 +146,7 @@ class Database {
   // Queues a job unless closing; then `done` gets `shutting_down` at once.
   void Enqueue(std::deque<Pending>& queue, std::condition_variable& cv, const char* what, Pending p);
   void WriterLoop(std::unique_ptr<Connection> conn);
+  void Gather(std::unique_lock<std::mutex>& lock);
   void ReaderLoop(std::unique_ptr<Connection> conn);
   // Runs `batch` in one transaction, commits it and finishes its jobs. When a
   // kFailsBeforeWriting job fails after a change, the transaction rolls back,
@@ -162,6 +167,7 @@ class Database {
   Stats stats_;                      // GUARDED_BY(mu_)
   std::atomic<size_t> queued_writes_{0};  // write_queue_.size(), readable without mu_
   std::atomic<size_t> last_batch_{0};     // jobs in the writer's latest transaction
+  size_t wake_writer_at_ = 1;             // GUARDED_BY(mu_): queued writes that wake the writer
 
   std::thread writer_;
   std::vector<std::thread> readers_;

@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <filesystem>
 #include <latch>
 #include <thread>
 #include <utility>
@@ -312,6 +315,93 @@ TEST(Database, AJobThatThrowsBecomesAnInternalError) {
   Status st = db->WriteSync([](Tx&) -> Status { throw std::runtime_error("boom"); });
   EXPECT_EQ(st.code(), "internal");
   EXPECT_TRUE(db->WriteSync([](Tx& tx) { return Insert(tx, 1, "x"); }).ok());
+}
+
+// Commits a batch of `n` jobs (queued behind a gate), so that the writer
+// expects about that many to come back.
+void CommitABatchOf(Database& db, int n, int first_id) {
+  WriterGate gate;
+  gate.Block(db);
+  std::latch acked(n);
+  for (int i = 0; i < n; ++i) {
+    db.Write([id = first_id + i](Tx& tx) { return Insert(tx, id, "x"); }, [&](Status) { acked.count_down(); });
+  }
+  gate.release.count_down();
+  acked.wait();
+}
+
+// After a commit of many jobs the writer waits for their callers' next
+// writes only while they arrive in a burst: a lone write is not held for
+// max_gather (a minute here; the test would time out).
+TEST(Database, ALoneWriteAfterABigBatchIsNotHeldForTheGatherWindow) {
+  dsh::testing::TempDir dir;
+  auto db = std::move(
+      Database::Open(Sqlite(dir.File("a.db")), Notes(), DatabaseOptions{.max_gather = std::chrono::minutes(1)}).value());
+  CommitABatchOf(*db, 16, 0);
+  auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(db->WriteSync([](Tx& tx) { return Insert(tx, 100, "x"); }).ok());
+  ASSERT_TRUE(db->WriteSync([](Tx& tx) { return Insert(tx, 101, "x"); }).ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  EXPECT_EQ(Count(*db), 18);
+}
+
+TEST(Database, CloseEndsAGatherAndCommitsWhatIsQueued) {
+  dsh::testing::TempDir dir;
+  auto db = std::move(
+      Database::Open(Sqlite(dir.File("a.db")), Notes(), DatabaseOptions{.max_gather = std::chrono::minutes(1)}).value());
+  CommitABatchOf(*db, 16, 0);
+  std::atomic<bool> committed{false};
+  db->Write([](Tx& tx) { return Insert(tx, 100, "x"); }, [&](Status st) { committed = st.ok(); });
+  auto start = std::chrono::steady_clock::now();
+  db->Close();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  EXPECT_TRUE(committed.load());
+}
+
+// The writer's connection (OpenWriter) checkpoints its WAL in the
+// background and finishes each checkpoint itself, so that the WAL restarts
+// from its beginning instead of growing.
+uintmax_t LargestWalOverManyCommits(const SqliteOptions& options, int commits) {
+  SqliteConnectionFactory factory(options);
+  auto writer = std::move(factory.OpenWriter().value());
+  EXPECT_TRUE(writer->Exec("CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT NOT NULL)", {}).ok());
+  const std::string body(1500, 'b');
+  uintmax_t largest = 0;
+  for (int64_t id = 0; id < commits; ++id) {
+    EXPECT_TRUE(writer->BeginWrite().ok());
+    EXPECT_TRUE(writer->Exec("INSERT INTO t (id, body) VALUES (?, ?)", {id, std::string_view(body)}).ok());
+    EXPECT_TRUE(writer->Commit().ok());
+    largest = std::max(largest, std::filesystem::file_size(options.path + "-wal"));
+  }
+  auto reader = std::move(factory.Open().value());
+  int64_t rows = -1;
+  EXPECT_TRUE(reader->Query("SELECT COUNT(*) FROM t", {}, [&](const Row& row) {
+                      rows = row.Int(0);
+                      return Status::Ok();
+                    }).ok());
+  EXPECT_EQ(rows, commits);
+  std::string check;
+  EXPECT_TRUE(reader->Query("PRAGMA integrity_check", {}, [&](const Row& row) {
+                      check += std::string(row.Text(0));
+                      return Status::Ok();
+                    }).ok());
+  EXPECT_EQ(check, "ok");
+  return largest;
+}
+
+TEST(SqliteCheckpoints, TheWritersWalIsCheckpointedInTheBackgroundAndRestarts) {
+  dsh::testing::TempDir dir;
+  // 3,000 commits write about 6,000 frames (24 MB); checkpoints start at
+  // 1,000 frames and the WAL restarts soon after each.
+  EXPECT_LT(LargestWalOverManyCommits(SqliteOptions{.path = dir.File("a.db")}, 3000), uintmax_t{8} << 20);
+}
+
+TEST(SqliteCheckpoints, PastMaxFramesTheWriterCheckpointsItself) {
+  dsh::testing::TempDir dir;
+  SqliteOptions options{.path = dir.File("a.db")};
+  options.checkpoints.start_frames = 1'000'000;  // the background is never asked
+  options.checkpoints.max_frames = 500;
+  EXPECT_LT(LargestWalOverManyCommits(options, 3000), uintmax_t{4} << 20);
 }
 
 TEST(SqliteConnection, ExpandsSqliteOnlyComments) {

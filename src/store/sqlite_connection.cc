@@ -1,8 +1,14 @@
 #include "store/sqlite_connection.h"
 
+#include <spdlog/spdlog.h>
 #include <sqlite3.h>
 
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <unordered_map>
+#include <utility>
 
 #include "store/sqlite_wal_vfs.h"
 
@@ -31,13 +37,36 @@ class SqliteRow final : public Row {
   sqlite3_stmt* stmt_;
 };
 
+Result<sqlite3*> OpenDatabase(const SqliteOptions& o) {
+  // Without memory statistics, SQLite's allocations skip a process-wide mutex
+  // (about 7% of the writer's instructions per append). dsh reads no
+  // sqlite3_memory_used() figures. Must precede SQLite's initialization, so
+  // it is done once before the first connection; refused (and harmless) if
+  // something else initialized SQLite earlier.
+  static const bool configured = [] { return sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0) == SQLITE_OK; }();
+  (void)configured;
+  // Gathering WAL writes in memory is safe only where each commit syncs the
+  // WAL before publishing its frames (see CoalescingWalVfs).
+  const char* vfs =
+      o.synchronous == SqliteOptions::Synchronous::kFull && o.gather_wal_writes ? CoalescingWalVfs() : nullptr;
+  sqlite3* db = nullptr;
+  int rc =
+      sqlite3_open_v2(o.path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, vfs);
+  if (rc != SQLITE_OK) {
+    std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    sqlite3_close_v2(db);
+    return Status(codes::kStorage, "cannot open " + o.path + ": " + msg);
+  }
+  return db;
+}
+
+class Checkpointer;
+
 class SqliteConnection final : public Connection {
  public:
   SqliteConnection(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
-  ~SqliteConnection() override {
-    for (auto& [sql, stmt] : cache_) sqlite3_finalize(stmt);
-    sqlite3_close_v2(db_);
-  }
+  ~SqliteConnection() override;
+  sqlite3* handle() const { return db_; }
 
   Result<int64_t> Exec(std::string_view sql, std::span<const Value> params) override {
     DSH_ASSIGN_OR_RETURN(sqlite3_stmt * stmt, Prepare(sql, params));
@@ -99,6 +128,10 @@ class SqliteConnection final : public Connection {
     DSH_RETURN_IF_ERROR(Simple("PRAGMA cache_size=-16384"));
     return Simple("PRAGMA temp_store=MEMORY");
   }
+
+  // Makes this the connection whose commits drive the WAL's checkpoints
+  // (SqliteOptions::checkpoints).
+  Status DriveCheckpoints(const SqliteOptions& o);
 
  private:
   Status Control(const std::string& sql) { return Exec(sql, std::span<const Value>()).status(); }
@@ -165,7 +198,118 @@ class SqliteConnection final : public Connection {
   sqlite3* db_;
   std::string path_;
   std::unordered_map<std::string, sqlite3_stmt*, StringHash, std::equal_to<>> cache_;
+  std::unique_ptr<Checkpointer> checkpointer_;
 };
+
+// The writer's WAL checkpoints (SqliteOptions::checkpoints). The writer's
+// WAL hook calls OnCommit after every COMMIT and decides; the thread only
+// runs passive checkpoints on its own connection, which copy the WAL's
+// committed pages into the database file (and fsync it) while the writer
+// goes on appending to the WAL. Only a checkpoint the writer runs between
+// two of its transactions can leave nothing behind, which is what lets the
+// next transaction restart the WAL from its beginning; the background passes
+// keep that remainder small.
+class Checkpointer {
+ public:
+  // `conn`: the thread's own connection, configured as the writer's (the
+  // checkpoint's fsyncs follow its `synchronous`).
+  Checkpointer(std::unique_ptr<SqliteConnection> conn, SqliteOptions::Checkpoints limits, std::string path)
+      : conn_(std::move(conn)), limits_(limits), path_(std::move(path)), thread_([this] { Loop(); }) {}
+  ~Checkpointer() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+
+  // On the writer thread; `frames` is the WAL's size after its COMMIT.
+  void OnCommit(sqlite3* writer, int frames) {
+    std::unique_lock lock(mu_);
+    if (requested_ || running_) return;
+    // Frames the last background pass left checkpointed; from this WAL
+    // unless it restarted since, and then most likely above `frames` (if
+    // not, the choice below costs time, never correctness).
+    const int done = std::exchange(checkpointed_, -1);
+    const bool pass_ended = done >= 0 && done <= frames;
+    if ((pass_ended && frames - done <= limits_.finish_frames) || frames >= limits_.max_frames) {
+      lock.unlock();
+      Run(writer);
+      return;
+    }
+    if (pass_ended || frames >= limits_.start_frames) {
+      requested_ = true;
+      cv_.notify_one();
+    }
+  }
+
+ private:
+  void Loop() {
+    std::unique_lock lock(mu_);
+    while (true) {
+      cv_.wait(lock, [&] { return requested_ || stop_; });
+      if (stop_) return;
+      requested_ = false;
+      running_ = true;
+      lock.unlock();
+      int done = Run(conn_->handle());
+      lock.lock();
+      running_ = false;
+      checkpointed_ = done;
+    }
+  }
+
+  // The frames now checkpointed, or -1 if the checkpoint failed (the next
+  // commit asks again; the WAL keeps everything meanwhile).
+  int Run(sqlite3* db) {
+    int log = 0, done = 0;
+    int rc = sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
+    if (rc != SQLITE_OK) {
+      if (failures_.fetch_add(1) == 0) {
+        spdlog::warn("WAL checkpoint of {} failed (retried after later commits): {}", path_, sqlite3_errmsg(db));
+      }
+      return -1;
+    }
+    failures_ = 0;
+    return done;
+  }
+
+  std::unique_ptr<SqliteConnection> conn_;
+  const SqliteOptions::Checkpoints limits_;
+  const std::string path_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool requested_ = false;
+  bool running_ = false;
+  bool stop_ = false;
+  int checkpointed_ = -1;
+  std::atomic<int> failures_{0};  // consecutive; only the first is logged
+  std::thread thread_;  // last: starts once the members above exist
+};
+
+SqliteConnection::~SqliteConnection() {
+  checkpointer_.reset();  // its connection closes first
+  for (auto& [sql, stmt] : cache_) sqlite3_finalize(stmt);
+  sqlite3_close_v2(db_);
+}
+
+Status SqliteConnection::DriveCheckpoints(const SqliteOptions& o) {
+  if (!o.checkpoints.background) return Status::Ok();  // SQLite's own, in the COMMIT
+  DSH_ASSIGN_OR_RETURN(sqlite3 * db, OpenDatabase(o));
+  auto conn = std::make_unique<SqliteConnection>(db, path_);
+  DSH_RETURN_IF_ERROR(conn->Configure(o));
+  checkpointer_ = std::make_unique<Checkpointer>(std::move(conn), o.checkpoints, path_);
+  // Replaces SQLite's automatic checkpoint, which is itself a WAL hook.
+  sqlite3_wal_hook(
+      db_,
+      [](void* self, sqlite3* db, const char*, int frames) {
+        static_cast<Checkpointer*>(self)->OnCommit(db, frames);
+        return SQLITE_OK;
+      },
+      checkpointer_.get());
+  return Status::Ok();
+}
 
 }  // namespace
 
@@ -187,29 +331,15 @@ std::string ExpandSqliteComments(std::string_view sql) {
   return out;
 }
 
-Result<std::unique_ptr<Connection>> SqliteConnectionFactory::Open() {
-  // Without memory statistics, SQLite's allocations skip a process-wide mutex
-  // (about 7% of the writer's instructions per append). dsh reads no
-  // sqlite3_memory_used() figures. Must precede SQLite's initialization, so
-  // it is done once before the first connection; refused (and harmless) if
-  // something else initialized SQLite earlier.
-  static const bool configured = [] { return sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0) == SQLITE_OK; }();
-  (void)configured;
-  // Gathering WAL writes in memory is safe only where each commit syncs the
-  // WAL before publishing its frames (see CoalescingWalVfs).
-  const char* vfs = options_.synchronous == SqliteOptions::Synchronous::kFull && options_.gather_wal_writes
-                        ? CoalescingWalVfs()
-                        : nullptr;
-  sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(options_.path.c_str(), &db,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, vfs);
-  if (rc != SQLITE_OK) {
-    std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
-    sqlite3_close_v2(db);
-    return Status(codes::kStorage, "cannot open " + options_.path + ": " + msg);
-  }
+Result<std::unique_ptr<Connection>> SqliteConnectionFactory::Open() { return OpenConnection(false); }
+
+Result<std::unique_ptr<Connection>> SqliteConnectionFactory::OpenWriter() { return OpenConnection(true); }
+
+Result<std::unique_ptr<Connection>> SqliteConnectionFactory::OpenConnection(bool writer) {
+  DSH_ASSIGN_OR_RETURN(sqlite3 * db, OpenDatabase(options_));
   auto conn = std::make_unique<SqliteConnection>(db, options_.path);
   Status st = conn->Configure(options_);
+  if (st.ok() && writer) st = conn->DriveCheckpoints(options_);
   if (!st.ok()) return st.WithContext("cannot configure " + options_.path);
   return std::unique_ptr<Connection>(std::move(conn));
 }

@@ -52,13 +52,16 @@ class FaultyFactory final : public ConnectionFactory {
  public:
   FaultyFactory(std::unique_ptr<ConnectionFactory> inner, std::shared_ptr<Faults> faults)
       : inner_(std::move(inner)), faults_(std::move(faults)) {}
-  Result<std::unique_ptr<Connection>> Open() override {
-    DSH_ASSIGN_OR_RETURN(auto conn, inner_->Open());
-    return std::unique_ptr<Connection>(std::make_unique<FaultyConnection>(std::move(conn), faults_));
-  }
+  Result<std::unique_ptr<Connection>> Open() override { return Wrap(inner_->Open()); }
+  Result<std::unique_ptr<Connection>> OpenWriter() override { return Wrap(inner_->OpenWriter()); }
   std::string Describe() const override { return "faulty " + inner_->Describe(); }
 
  private:
+  Result<std::unique_ptr<Connection>> Wrap(Result<std::unique_ptr<Connection>> conn) {
+    if (!conn.ok()) return conn.status();
+    return std::unique_ptr<Connection>(std::make_unique<FaultyConnection>(std::move(conn).value(), faults_));
+  }
+
   std::unique_ptr<ConnectionFactory> inner_;
   std::shared_ptr<Faults> faults_;
 };

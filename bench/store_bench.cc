@@ -8,8 +8,8 @@
 // without them it runs everything below. The others turn off what the host
 // does, to measure the difference: `--wal-writes direct` writes each WAL
 // frame as SQLite does by itself (SqliteOptions::gather_wal_writes),
-// `--gather 0` starts each transaction without waiting for a burst of writes
-// (DatabaseOptions::max_gather, 300 µs by default), `--checkpoints writer`
+// `--gather 0` makes each transaction take only the writes queued when it
+// begins (DatabaseOptions::max_gather, 300 µs by default), `--checkpoints writer`
 // leaves WAL checkpoints to SQLite, inside a COMMIT
 // (SqliteOptions::checkpoints).
 //

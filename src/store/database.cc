@@ -71,7 +71,7 @@ void Database::Enqueue(std::deque<Pending>& queue, std::condition_variable& cv, 
     if (!closing_) {
       queue.push_back(std::move(p));
       if (&queue == &write_queue_) queued_writes_.store(queue.size(), std::memory_order_relaxed);
-      if (&queue != &write_queue_ || queue.size() >= wake_writer_at_) cv.notify_one();
+      cv.notify_one();
       return;
     }
   }
@@ -118,114 +118,115 @@ void Database::WriterLoop(std::unique_ptr<Connection> conn) {
       std::unique_lock lock(mu_);
       write_cv_.wait(lock, [&] { return closing_ || !write_queue_.empty(); });
       if (write_queue_.empty()) return;  // closing and drained
-      Gather(lock);
-      while (!write_queue_.empty() && batch.size() < options_.max_batch) {
-        batch.push_back(std::move(write_queue_.front()));
-        write_queue_.pop_front();
-      }
-      queued_writes_.store(write_queue_.size(), std::memory_order_relaxed);
-      last_batch_.store(batch.size(), std::memory_order_relaxed);
+      TakeQueued(batch);
     }
-    std::span<Pending> rest(batch);
-    while (!rest.empty()) rest = CommitBatch(*conn, rest);
+    gather_until_ = std::chrono::steady_clock::now() + options_.max_gather;
+    target_ = last_batch_.load(std::memory_order_relaxed);
+    for (size_t next = 0; next < batch.size();) next = CommitBatch(*conn, batch, next);
   }
+}
+
+void Database::TakeQueued(std::vector<Pending>& batch) {
+  while (!write_queue_.empty() && batch.size() < options_.max_batch) {
+    batch.push_back(std::move(write_queue_.front()));
+    write_queue_.pop_front();
+  }
+  queued_writes_.store(write_queue_.size(), std::memory_order_relaxed);
 }
 
 // After a commit, the callers it acknowledged often write again at once (an
-// agent's next step, each on its own strand); their writes arrive over the
-// next few hundred microseconds. Starting the next transaction with the first
-// few of them would split them over two commits, each paying a WAL sync. So
-// while fewer than half of the last transaction's count are queued, the
-// writer waits as long as writes keep arriving in a burst (faster than one per
-// kBurstGap), until the last transaction's count is queued, or max_gather.
-// A steady stream, however busy, arrives slower than that and is not waited
-// for.
-void Database::Gather(std::unique_lock<std::mutex>& lock) {
-  constexpr auto kSlice = std::chrono::microseconds(50);
+// agent's next step, each on its own strand): their writes arrive over the
+// next few hundred microseconds. Committing the first few alone would split
+// them over two commits, each paying a WAL sync. So once a transaction has
+// run every job in hand, it takes the jobs queued meanwhile, and while it
+// holds fewer than the last transaction did, it waits for more as long as
+// they arrive in a burst (the next within kBurstGap on average), up to
+// max_gather after the transaction began. The jobs run as they arrive, so
+// the wait overlaps with their work. A steady stream arrives slower than a
+// burst and costs at most one kBurstWait.
+bool Database::TakeMore(std::vector<Pending>& batch, size_t in_transaction) {
+  constexpr auto kBurstWait = std::chrono::microseconds(50);
   constexpr auto kBurstGap = std::chrono::microseconds(15);
-  const size_t target = last_batch_.load(std::memory_order_relaxed);
-  if (options_.max_gather.count() <= 0 || closing_ || write_queue_.size() * 2 >= target) return;
-  using SteadyClock = std::chrono::steady_clock;
-  const auto deadline = SteadyClock::now() + options_.max_gather;
-  wake_writer_at_ = target;
-  size_t seen = write_queue_.size();
-  auto since = SteadyClock::now();
-  while (!closing_ && write_queue_.size() < target) {
-    auto until = std::min(since + kSlice, deadline);
-    write_cv_.wait_until(lock, until, [&] { return closing_ || write_queue_.size() >= target; });
-    auto now = SteadyClock::now();
-    size_t arrived = write_queue_.size() - seen;
-    if (now >= deadline || arrived == 0 || (now - since) / arrived > kBurstGap) break;
-    seen = write_queue_.size();
-    since = now;
+  std::unique_lock lock(mu_);
+  size_t before = batch.size();
+  if (write_queue_.empty() && !closing_ && in_transaction < target_ && batch.size() < options_.max_batch) {
+    auto now = std::chrono::steady_clock::now();
+    if (now < gather_until_) {
+      write_cv_.wait_until(lock, std::min(now + kBurstWait, gather_until_),
+                           [&] { return closing_ || !write_queue_.empty(); });
+      auto waited = std::chrono::steady_clock::now() - now;
+      if (write_queue_.empty() || waited > kBurstGap * write_queue_.size()) gather_until_ = now;  // the burst ended
+    }
   }
-  wake_writer_at_ = 1;
+  TakeQueued(batch);
+  return batch.size() > before;
 }
 
-std::span<Database::Pending> Database::CommitBatch(Connection& conn, std::span<Pending> batch) {
-  auto fail_all = [&](const Status& st) {
-    for (auto& p : batch) Finish(p.done, st);
+// Runs batch[first], batch[first + 1], ... in one transaction (taking more
+// from the queue, see TakeMore) and commits it; returns the index of the
+// first job left for a new transaction.
+size_t Database::CommitBatch(Connection& conn, std::vector<Pending>& batch, size_t first) {
+  auto fail = [&](size_t from, size_t to, const Status& st) {
+    for (size_t i = from; i < to; ++i) Finish(batch[i].done, st);
   };
   Status begin = conn.BeginWrite();
   if (!begin.ok()) {
-    fail_all(begin.WithContext("cannot start a write transaction"));
-    return {};
+    fail(first, batch.size(), begin.WithContext("cannot start a write transaction"));
+    return batch.size();
   }
-  std::vector<Status> results(batch.size());
-  if (batch.size() == 1) {
-    // A lone job needs no savepoint: its failure rolls back the transaction.
-    results[0] = RunJob(batch[0].job, conn);
-    if (!results[0].ok()) {
+  std::vector<Status> results;
+  size_t end = first;  // batch[first, end) ran in this transaction
+  for (;; ++end) {
+    if (end == batch.size() && (options_.max_gather.count() <= 0 || !TakeMore(batch, end - first))) break;
+    Pending& job = batch[end];
+    // The transaction's first job needs no savepoint: if it fails, rolling
+    // the transaction back undoes nothing else.
+    if (end == first || job.isolation == JobIsolation::kFailsBeforeWriting) {
+      int64_t changes = conn.TotalChanges();
+      results.push_back(RunJob(job.job, conn));
+      const Status& st = results.back();
+      bool nothing_written = conn.TotalChanges() == changes && conn.InTransaction();
+      if (st.ok() || (job.isolation == JobIsolation::kFailsBeforeWriting && nothing_written)) continue;
+      // It failed after a change: only the whole transaction can undo that.
       (void)conn.Rollback();
-      Finish(batch[0].done, results[0]);
-      return {};
+      fail(first, end, Status(codes::kCommitFailed,
+                              "the write transaction failed; nothing of this write was saved: " + st.message()));
+      Finish(job.done, st);
+      return end + 1;
     }
-  } else {
-    for (size_t i = 0; i < batch.size(); ++i) {
-      if (batch[i].isolation == JobIsolation::kFailsBeforeWriting) {
-        int64_t changes = conn.TotalChanges();
-        results[i] = RunJob(batch[i].job, conn);
-        if (results[i].ok() || (conn.TotalChanges() == changes && conn.InTransaction())) continue;
-        // It failed after a change: only the whole transaction can undo that.
-        (void)conn.Rollback();
-        Status lost(codes::kCommitFailed, "the write transaction failed; nothing of this write was saved: " +
-                                              results[i].message());
-        for (size_t j = 0; j < i; ++j) Finish(batch[j].done, lost);
-        Finish(batch[i].done, results[i]);
-        return batch.subspan(i + 1);
-      }
-      Status sp = conn.Savepoint("job");
-      if (sp.ok()) {
-        results[i] = RunJob(batch[i].job, conn);
-        if (!results[i].ok()) sp = conn.RollbackToSavepoint("job");
-        if (sp.ok()) sp = conn.ReleaseSavepoint("job");
-      }
-      if (!sp.ok()) {
-        (void)conn.Rollback();
-        fail_all(Status(codes::kCommitFailed, "the write transaction failed; nothing of it was saved: " + sp.message()));
-        return {};
-      }
+    Status sp = conn.Savepoint("job");
+    if (sp.ok()) {
+      results.push_back(RunJob(job.job, conn));
+      if (!results.back().ok()) sp = conn.RollbackToSavepoint("job");
+      if (sp.ok()) sp = conn.ReleaseSavepoint("job");
+    }
+    if (!sp.ok()) {
+      (void)conn.Rollback();
+      fail(first, end + 1,
+           Status(codes::kCommitFailed, "the write transaction failed; nothing of it was saved: " + sp.message()));
+      return end + 1;
     }
   }
+  last_batch_.store(end - first, std::memory_order_relaxed);
   Status commit = conn.Commit();
   if (!commit.ok()) {
     Status rollback = conn.Rollback();
     if (!rollback.ok()) spdlog::error("rollback after failed commit also failed: {}", rollback.ToString());
-    spdlog::error("commit of {} write job(s) failed: {}", batch.size(), commit.ToString());
+    spdlog::error("commit of {} write job(s) failed: {}", end - first, commit.ToString());
     {
       std::lock_guard lock(mu_);
       stats_.failed_commits++;
     }
-    fail_all(Status(codes::kCommitFailed, "commit failed; nothing of this write was saved: " + commit.message()));
-    return {};
+    fail(first, end, Status(codes::kCommitFailed, "commit failed; nothing of this write was saved: " + commit.message()));
+    return end;
   }
   {
     std::lock_guard lock(mu_);
     stats_.commits++;
-    stats_.jobs += batch.size();
+    stats_.jobs += end - first;
   }
-  for (size_t i = 0; i < batch.size(); ++i) Finish(batch[i].done, results[i]);
-  return {};
+  for (size_t i = first; i < end; ++i) Finish(batch[i].done, results[i - first]);
+  return end;
 }
 
 void Database::ReaderLoop(std::unique_ptr<Connection> conn) {

@@ -31,8 +31,8 @@ struct Migration {
 struct DatabaseOptions {
   int readers = 2;             // reader threads, each with its own connection
   size_t max_batch = 1024;     // most write jobs committed in one transaction
-  // Longest wait for the callers of the last commit to write again before the
-  // next transaction starts (Database::Gather); zero: never wait.
+  // How long after a transaction began it may wait for a burst of writes
+  // (Database::TakeMore); zero: it takes only what is queued when it begins.
   std::chrono::microseconds max_gather{300};
 };
 
@@ -42,9 +42,13 @@ struct DatabaseOptions {
 // *Sync method, which blocks the calling thread until the job finished.
 //
 // Group commit: write jobs submitted while a transaction is committing queue
-// up and share the next transaction. Each job runs inside its own savepoint,
+// up and share the next transaction, which also takes the jobs submitted
+// while it runs (and may wait a little for a burst of them, see
+// DatabaseOptions::max_gather). Each job runs inside its own savepoint,
 // so a job that returns an error rolls back alone and gets its error; the
-// others in the batch are unaffected (see JobIsolation for the exception). A failed COMMIT fails every job of the
+// others in the batch are unaffected (see JobIsolation for the exceptions;
+// the transaction's first job needs none: if it fails, the transaction rolls
+// back and the jobs after it run in a new one). A failed COMMIT fails every job of the
 // batch with `commit_failed` and nothing of the batch is visible. A job's
 // completion callback runs only after COMMIT returned (on the writer thread:
 // callbacks must be quick and must not block; post to your own strand).
@@ -146,13 +150,16 @@ class Database {
   // Queues a job unless closing; then `done` gets `shutting_down` at once.
   void Enqueue(std::deque<Pending>& queue, std::condition_variable& cv, const char* what, Pending p);
   void WriterLoop(std::unique_ptr<Connection> conn);
-  void Gather(std::unique_lock<std::mutex>& lock);
+  void TakeQueued(std::vector<Pending>& batch);  // mu_ held
+  bool TakeMore(std::vector<Pending>& batch, size_t in_transaction);
   void ReaderLoop(std::unique_ptr<Connection> conn);
-  // Runs `batch` in one transaction, commits it and finishes its jobs. When a
-  // kFailsBeforeWriting job fails after a change, the transaction rolls back,
-  // the jobs up to it are finished as failed, and the jobs after it are
-  // returned, not attempted; otherwise the result is empty.
-  std::span<Pending> CommitBatch(Connection& conn, std::span<Pending> batch);
+  // Runs batch[first], batch[first + 1], ... in one transaction, taking more
+  // from the queue (TakeMore), commits it and finishes its jobs; returns the
+  // index of the first job left for a new transaction. When a job without
+  // savepoint (kFailsBeforeWriting, or the transaction's first) fails after a
+  // change, the transaction rolls back, the jobs up to it are finished as
+  // failed, and the jobs after it are left, not attempted.
+  size_t CommitBatch(Connection& conn, std::vector<Pending>& batch, size_t first);
 
   std::unique_ptr<ConnectionFactory> factory_;
   DatabaseOptions options_;
@@ -167,7 +174,9 @@ class Database {
   Stats stats_;                      // GUARDED_BY(mu_)
   std::atomic<size_t> queued_writes_{0};  // write_queue_.size(), readable without mu_
   std::atomic<size_t> last_batch_{0};     // jobs in the writer's latest transaction
-  size_t wake_writer_at_ = 1;             // GUARDED_BY(mu_): queued writes that wake the writer
+  // The writer thread's own: how long and for how many jobs TakeMore waits.
+  std::chrono::steady_clock::time_point gather_until_;
+  size_t target_ = 0;
 
   std::thread writer_;
   std::vector<std::thread> readers_;

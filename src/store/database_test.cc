@@ -50,7 +50,7 @@ int64_t Count(Database& db) {
 }
 
 // Holds the writer inside a job until released, so the jobs queued meanwhile
-// all land in the next batch.
+// all land in its transaction, after it.
 struct WriterGate {
   std::latch entered{1};
   std::latch release{1};
@@ -156,7 +156,7 @@ TEST(Database, ConcurrentWritesShareOneCommit) {
   acked.wait();
   EXPECT_EQ(ok.load(), kJobs);
   auto after = db->stats();
-  EXPECT_EQ(after.commits - before.commits, 2u);  // the gate's batch, then all 20 together
+  EXPECT_EQ(after.commits - before.commits, 1u);  // the gate's job and the 20 queued while it ran
   EXPECT_EQ(Count(*db), kJobs);
 }
 
@@ -173,7 +173,7 @@ TEST(Database, WriteLoadIsTheQueueOrTheLastBatchWhicheverIsLarger) {
   EXPECT_EQ(db->write_load(), static_cast<size_t>(kJobs)) << "queued behind the gate";
   gate.release.count_down();
   acked.wait();
-  EXPECT_EQ(db->write_load(), static_cast<size_t>(kJobs)) << "the batch just committed";
+  EXPECT_EQ(db->write_load(), static_cast<size_t>(kJobs + 1)) << "the gate's job and the 40 queued while it ran";
   ASSERT_TRUE(db->WriteSync([](Tx& tx) { return Insert(tx, 1001, "x"); }).ok());
   EXPECT_EQ(db->write_load(), 1u) << "the writer keeps up again";
 }
@@ -195,6 +195,41 @@ TEST(Database, AFailingJobRollsBackAloneWithinItsBatch) {
   EXPECT_EQ(Count(*db), 2);  // row 2 of the failed job is not there
 }
 
+// The first job of a transaction runs without a savepoint: when it fails
+// after writing, the transaction rolls back (nothing else is in it yet) and
+// the jobs queued meanwhile run in a new one.
+TEST(Database, TheFirstJobOfATransactionFailingAfterWritingRollsBackAlone) {
+  dsh::testing::TempDir dir;
+  auto db = std::move(Database::Open(Sqlite(dir.File("a.db")), Notes()).value());
+  std::latch entered(1), release(1);
+  Status first;
+  std::latch acked(3);
+  db->Write(
+      [&](Tx& tx) {
+        DSH_RETURN_IF_ERROR(Insert(tx, 1, "a"));
+        entered.count_down();
+        release.wait();
+        return InvalidArguments("failed after writing");
+      },
+      [&](Status st) {
+        first = st;
+        acked.count_down();
+      });
+  entered.wait();
+  std::vector<Status> rest(2);
+  for (int i = 0; i < 2; ++i) {
+    db->Write([i](Tx& tx) { return Insert(tx, 2 + i, "b"); }, [&, i](Status st) {
+      rest[i] = st;
+      acked.count_down();
+    });
+  }
+  release.count_down();
+  acked.wait();
+  EXPECT_EQ(first.code(), "invalid_arguments");
+  EXPECT_TRUE(rest[0].ok() && rest[1].ok());
+  EXPECT_EQ(Count(*db), 2);  // rows 2 and 3; not the failed job's row 1
+}
+
 TEST(Database, AJobWithoutSavepointThatFailsBeforeWritingSparesItsBatch) {
   dsh::testing::TempDir dir;
   auto db = std::move(Database::Open(Sqlite(dir.File("a.db")), Notes()).value());
@@ -206,7 +241,7 @@ TEST(Database, AJobWithoutSavepointThatFailsBeforeWritingSparesItsBatch) {
   EXPECT_EQ(r.statuses[1].code(), "invalid_arguments");
   EXPECT_TRUE(r.statuses[2].ok()) << r.statuses[2].ToString();
   EXPECT_EQ(Count(*db), 2);
-  EXPECT_EQ(r.commits, 2u);  // the gate's batch, then the three together
+  EXPECT_EQ(r.commits, 1u);  // the gate's job and the three queued while it ran
 }
 
 TEST(Database, AJobWithoutSavepointThatFailsAfterWritingSavesNothingBeforeItAndRunsTheRestAnew) {
@@ -245,7 +280,7 @@ TEST(Database, InjectedCommitFailureFailsTheWholeBatchAndLeavesNoTrace) {
 
   WriterGate gate;
   gate.Block(*db);
-  faults->fail_commits = 2;  // the gate's batch and the batch of 10 below
+  faults->fail_commits = 1;  // the gate's job and the 10 below, queued while it runs
   constexpr int kJobs = 10;
   std::latch acked(kJobs);
   std::vector<Status> results(kJobs);
@@ -262,7 +297,7 @@ TEST(Database, InjectedCommitFailureFailsTheWholeBatchAndLeavesNoTrace) {
     EXPECT_NE(st.message().find("nothing of this write was saved"), std::string::npos);
   }
   EXPECT_EQ(Count(*db), 1);  // only the row from before
-  EXPECT_EQ(db->stats().failed_commits, 2u);
+  EXPECT_EQ(db->stats().failed_commits, 1u);
 
   // The next batch succeeds.
   ASSERT_TRUE(db->WriteSync([](Tx& tx) { return Insert(tx, 5, "after"); }).ok());

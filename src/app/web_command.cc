@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "app/version.h"
+#include "base/allocator.h"
 #include "base/log.h"
 #include "host/host.h"
 #include "plugins/loop/loop_plugin.h"
@@ -96,9 +97,10 @@ int RunWeb(const WebFlags& flags, CommandContext& ctx) {
   });
 
   ctx.out << "dsh web listening on " << url << std::endl;
-  spdlog::info("profile {} ({}), database {}, model {}", host->profile().home().string(),
+  spdlog::info("profile {} ({}), database {}, model {}, allocator {}", host->profile().home().string(),
                flags.patches.empty() ? "no patches" : std::to_string(flags.patches.size()) + " patch(es)",
-               host->database().description(), host->models().Describe(host->models().default_route()));
+               host->database().description(), host->models().Describe(host->models().default_route()),
+               AllocatorName());
 
   int signo = signalled.get_future().get();
   spdlog::info("signal {}: stopping (finishing requests in flight and queued commits)", signo);

@@ -169,6 +169,8 @@ size_t Database::CommitBatch(Connection& conn, std::vector<Pending>& batch, size
   auto fail = [&](size_t from, size_t to, const Status& st) {
     for (size_t i = from; i < to; ++i) Finish(batch[i].done, st);
   };
+  using Clock = std::chrono::steady_clock;
+  const auto began = Clock::now();
   Status begin = conn.BeginWrite();
   if (!begin.ok()) {
     fail(first, batch.size(), begin.WithContext("cannot start a write transaction"));
@@ -208,24 +210,30 @@ size_t Database::CommitBatch(Connection& conn, std::vector<Pending>& batch, size
     }
   }
   last_batch_.store(end - first, std::memory_order_relaxed);
+  const auto committing = Clock::now();
   Status commit = conn.Commit();
+  const auto committed = Clock::now();
+  auto us = [](Clock::duration d) {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(d).count());
+  };
+  {
+    std::lock_guard lock(mu_);  // counted before the callbacks, which may read stats()
+    (commit.ok() ? stats_.commits : stats_.failed_commits)++;
+    if (commit.ok()) stats_.jobs += end - first;
+    stats_.run_us += us(committing - began);
+    stats_.commit_us += us(committed - committing);
+  }
   if (!commit.ok()) {
     Status rollback = conn.Rollback();
     if (!rollback.ok()) spdlog::error("rollback after failed commit also failed: {}", rollback.ToString());
     spdlog::error("commit of {} write job(s) failed: {}", end - first, commit.ToString());
-    {
-      std::lock_guard lock(mu_);
-      stats_.failed_commits++;
-    }
     fail(first, end, Status(codes::kCommitFailed, "commit failed; nothing of this write was saved: " + commit.message()));
-    return end;
+  } else {
+    for (size_t i = first; i < end; ++i) Finish(batch[i].done, results[i - first]);
   }
-  {
-    std::lock_guard lock(mu_);
-    stats_.commits++;
-    stats_.jobs += end - first;
-  }
-  for (size_t i = first; i < end; ++i) Finish(batch[i].done, results[i - first]);
+  const uint64_t callbacks = us(Clock::now() - committed);
+  std::lock_guard lock(mu_);
+  stats_.callbacks_us += callbacks;
   return end;
 }
 

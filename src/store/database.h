@@ -116,6 +116,15 @@ class Database {
     uint64_t commits = 0;
     uint64_t jobs = 0;
     uint64_t failed_commits = 0;
+    // Where the writer's time went, summed over the write transactions that
+    // reached their COMMIT (failed ones included), in microseconds: from
+    // BEGIN until COMMIT was issued
+    // (running the jobs, and waiting for more, see TakeMore); the COMMIT (its
+    // WAL write and sync); running the completion callbacks after it. The
+    // rest of the wall time the writer waited for work.
+    uint64_t run_us = 0;
+    uint64_t commit_us = 0;
+    uint64_t callbacks_us = 0;
   };
   Stats stats() const;
   // How busy the writer is: the larger of the write jobs queued now and of

@@ -323,6 +323,31 @@ TEST(Database, ManyThreadsWritingConcurrentlyAllCommit) {
   EXPECT_LT(db->stats().commits, static_cast<uint64_t>(kThreads * kPerThread));
 }
 
+// Busy, not asleep: the time passes on the writer thread, as real work would.
+void Spin(std::chrono::milliseconds d) {
+  for (auto until = std::chrono::steady_clock::now() + d; std::chrono::steady_clock::now() < until;) {
+  }
+}
+
+TEST(Database, StatsSplitTheWritersTimeBetweenJobsCommitAndCallbacks) {
+  dsh::testing::TempDir dir;
+  auto db = std::move(Database::Open(Sqlite(dir.File("a.db")), Notes()).value());
+  const std::string body(4 << 20, 'x');  // about 1,000 WAL frames for the COMMIT to write
+  db->Write(
+      [&](Tx& tx) {
+        Spin(std::chrono::milliseconds(20));
+        return Insert(tx, 1, body);
+      },
+      [](Status) { Spin(std::chrono::milliseconds(200)); });
+  db->Close();  // the callback ran and was counted
+  auto stats = db->stats();
+  EXPECT_EQ(stats.commits, 1u);
+  EXPECT_GE(stats.run_us, 20'000u);
+  EXPECT_LT(stats.run_us, 200'000u);  // the callback's time is not the job's
+  EXPECT_GT(stats.commit_us, 0u);
+  EXPECT_GE(stats.callbacks_us, 200'000u);
+}
+
 TEST(Database, CloseDrainsQueuedWritesAndRefusesNewOnes) {
   dsh::testing::TempDir dir;
   auto db = std::move(Database::Open(Sqlite(dir.File("a.db")), Notes()).value());

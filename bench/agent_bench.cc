@@ -57,6 +57,8 @@ using dsh::bench::Countdown;
 using dsh::bench::Fail;
 using dsh::bench::NowNs;
 using dsh::bench::Percentile;
+using dsh::bench::WriterPerCommit;
+using dsh::bench::WriterTime;
 using Steady = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
@@ -486,15 +488,9 @@ struct Bench {
                 Tracker::kStallMs, static_cast<long long>(tracker.stalls), tracker.stalled_ms, tracker.longest_stall_ms);
     std::printf("| commits/s; write jobs per commit | %.0f; %.1f |\n", static_cast<double>(commits) / elapsed,
                 commits ? static_cast<double>(jobs) / static_cast<double>(commits) : 0.0);
-    {
-      uint64_t all = commits + stats_after.failed_commits - stats_before.failed_commits;
-      auto per = [&](uint64_t a, uint64_t b) { return all ? static_cast<double>(a - b) / static_cast<double>(all) : 0.0; };
-      double run = per(stats_after.run_us, stats_before.run_us), commit = per(stats_after.commit_us, stats_before.commit_us),
-             callbacks = per(stats_after.callbacks_us, stats_before.callbacks_us);
-      double waiting = all ? std::max(0.0, elapsed * 1e6 / static_cast<double>(all) - run - commit - callbacks) : 0.0;
-      std::printf("| writer per commit: jobs / COMMIT / callbacks / waiting | %.0f / %.0f / %.0f / %.0f µs |\n", run,
-                  commit, callbacks, waiting);
-    }
+    WriterTime writer_time = WriterPerCommit(stats_before, stats_after, elapsed);
+    std::printf("| writer per commit: jobs / COMMIT / callbacks / waiting | %.0f / %.0f / %.0f / %.0f µs |\n",
+                writer_time.jobs, writer_time.commit, writer_time.callbacks, writer_time.waiting);
     std::printf("| write jobs per completed delivery; commits per completed delivery | %.2f; %.3f |\n",
                 completions > 0 ? static_cast<double>(jobs) / completions : 0.0,
                 completions > 0 ? static_cast<double>(commits) / completions : 0.0);

@@ -1,6 +1,6 @@
 #pragma once
 
-// Helpers shared by the load programs in bench/ (agent_bench, sessions_bench).
+// Helpers shared by the load programs in bench/.
 
 #include <algorithm>
 #include <chrono>
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "store/database.h"
 
 namespace dsh::bench {
 
@@ -19,6 +20,24 @@ namespace dsh::bench {
 [[noreturn]] inline void Fail(const char* what, const Status& st) {
   std::fprintf(stderr, "%s: %s\n", what, st.ToString().c_str());
   std::exit(1);
+}
+
+// The database writer's time per transaction that reached its COMMIT,
+// between two Database::stats() taken `seconds` apart, in µs: running the
+// jobs, the COMMIT, the callbacks, and waiting for work (the rest).
+struct WriterTime {
+  double jobs = 0, commit = 0, callbacks = 0, waiting = 0;
+};
+inline WriterTime WriterPerCommit(const store::Database::Stats& before, const store::Database::Stats& after,
+                                  double seconds) {
+  const double n =
+      static_cast<double>(after.commits + after.failed_commits - before.commits - before.failed_commits);
+  if (n <= 0) return {};
+  WriterTime t{static_cast<double>(after.run_us - before.run_us) / n,
+               static_cast<double>(after.commit_us - before.commit_us) / n,
+               static_cast<double>(after.callbacks_us - before.callbacks_us) / n, 0};
+  t.waiting = std::max(0.0, seconds * 1e6 / n - t.jobs - t.commit - t.callbacks);
+  return t;
 }
 
 inline int64_t NowNs() {

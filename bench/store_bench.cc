@@ -36,6 +36,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
 
+#include "bench_util.h"
 #include "session/session_store.h"
 #include "store/sqlite_connection.h"
 
@@ -78,9 +79,7 @@ std::unique_ptr<store::Database> Open(const std::string& path, size_t max_batch)
 struct AppendResult {
   double per_second;
   double commits_per_second;
-  // The writer's time per commit (Database::Stats), in µs: running the jobs,
-  // the COMMIT, the callbacks, and waiting for work.
-  double run_us, commit_us, callbacks_us, waiting_us;
+  bench::WriterTime writer;
 };
 
 // How appenders wait for their acknowledgement:
@@ -163,15 +162,8 @@ AppendResult Appends(const std::string& path, int appenders, size_t max_batch, d
   for (auto& t : threads) t.join();
   double elapsed = std::chrono::duration<double>(Clock_::now() - start).count();
   auto after = db->stats();
-  double commits = static_cast<double>(after.commits + after.failed_commits - before.commits - before.failed_commits);
-  AppendResult r{static_cast<double>(done.load()) / elapsed, static_cast<double>(after.commits - before.commits) / elapsed};
-  if (commits > 0) {
-    r.run_us = static_cast<double>(after.run_us - before.run_us) / commits;
-    r.commit_us = static_cast<double>(after.commit_us - before.commit_us) / commits;
-    r.callbacks_us = static_cast<double>(after.callbacks_us - before.callbacks_us) / commits;
-    r.waiting_us = std::max(0.0, elapsed * 1e6 / commits - r.run_us - r.commit_us - r.callbacks_us);
-  }
-  return r;
+  return {static_cast<double>(done.load()) / elapsed, static_cast<double>(after.commits - before.commits) / elapsed,
+          bench::WriterPerCommit(before, after, elapsed)};
 }
 
 struct Latency {
@@ -259,7 +251,8 @@ int main(int argc, char** argv) {
       } else {
         std::printf("- | - | ");
       }
-      std::printf("%.0f / %.0f / %.0f / %.0f |\n", group.run_us, group.commit_us, group.callbacks_us, group.waiting_us);
+      std::printf("%.0f / %.0f / %.0f / %.0f |\n", group.writer.jobs, group.writer.commit, group.writer.callbacks,
+                  group.writer.waiting);
       std::fflush(stdout);
     }
   }

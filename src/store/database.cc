@@ -162,9 +162,6 @@ bool Database::TakeMore(std::vector<Pending>& batch, size_t in_transaction) {
   return batch.size() > before;
 }
 
-// Runs batch[first], batch[first + 1], ... in one transaction (taking more
-// from the queue, see TakeMore) and commits it; returns the index of the
-// first job left for a new transaction.
 size_t Database::CommitBatch(Connection& conn, std::vector<Pending>& batch, size_t first) {
   auto fail = [&](size_t from, size_t to, const Status& st) {
     for (size_t i = from; i < to; ++i) Finish(batch[i].done, st);

@@ -47,8 +47,8 @@ struct DatabaseOptions {
 // so a job that returns an error rolls back alone and gets its error; the
 // others in the batch are unaffected (see JobIsolation for the exceptions;
 // the transaction's first job needs none: if it fails, the transaction rolls
-// back and the jobs after it run in a new one). A failed COMMIT fails every job of the
-// batch with `commit_failed` and nothing of the batch is visible. A job's
+// back and the jobs after it run in a new one). A failed COMMIT fails every
+// job of the batch with `commit_failed` and nothing of the batch is visible. A job's
 // completion callback runs only after COMMIT returned (on the writer thread:
 // callbacks must be quick and must not block; post to your own strand).
 //
@@ -118,10 +118,10 @@ class Database {
     uint64_t failed_commits = 0;
     // Where the writer's time went, summed over the write transactions that
     // reached their COMMIT (failed ones included), in microseconds: from
-    // BEGIN until COMMIT was issued
-    // (running the jobs, and waiting for more, see TakeMore); the COMMIT (its
-    // WAL write and sync); running the completion callbacks after it. The
-    // rest of the wall time the writer waited for work.
+    // BEGIN until COMMIT was issued (running the jobs, and waiting for more,
+    // see TakeMore); the COMMIT (its WAL write and sync); running the
+    // completion callbacks after it. The rest of the wall time the writer
+    // waited for work.
     uint64_t run_us = 0;
     uint64_t commit_us = 0;
     uint64_t callbacks_us = 0;

@@ -8,7 +8,7 @@
 //    (one delivered message answered by the echo model: turn/start,
 //    message/user, title/fallback, message/assistant, turn/end); then a fresh
 //    AgentManager resumes all of them (lease, log, Agent) and they sit idle.
-//    Heap bytes in use (mallinfo2: uordblks + hblkhd) and RSS before and after
+//    Heap bytes in use (HeapBytesInUse) and RSS before and after
 //    the resume, per agent, next to what the cached conversations alone cost.
 // 2. End-to-end deliveries into the N live echo sessions for S seconds: K
 //    deliveries in flight, round-robin over the sessions. A delivery is
@@ -19,7 +19,6 @@
 //    (open loop: the inbox may build a backlog, drained after the window).
 //    Reports completions/s, acknowledgements/s, deliver→ack and
 //    deliver→turn/end latency, Database::stats() and CPU time per thread kind.
-#include <malloc.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -79,22 +78,6 @@ struct Args {
 };
 
 pid_t ThreadId() { return static_cast<pid_t>(::syscall(SYS_gettid)); }
-
-// Heap bytes in use, every arena (uordblks) plus mmapped chunks (hblkhd).
-int64_t HeapBytes() {
-  struct mallinfo2 mi = ::mallinfo2();
-  return static_cast<int64_t>(mi.uordblks + mi.hblkhd);
-}
-
-// Resident set size; freed heap is returned to the OS first so that it does
-// not hide or inflate the difference.
-int64_t RssBytes() {
-  ::malloc_trim(0);
-  std::ifstream statm("/proc/self/statm");
-  int64_t size = 0, resident = 0;
-  statm >> size >> resident;
-  return resident * ::sysconf(_SC_PAGESIZE);
-}
 
 // CPU time (user + system) of every thread of the process, by thread id.
 std::map<pid_t, double> ThreadCpuSeconds() {
@@ -332,13 +315,13 @@ struct Bench {
   };
   Conversation MeasureConversations() {
     std::vector<std::vector<session::Event>> logs(ids.size());
-    int64_t before = HeapBytes();
+    int64_t before = HeapBytesInUse();
     for (size_t i = 0; i < ids.size(); ++i) {
       auto r = sessions->ReadEvents(ids[i], 0, 1'000'000);
       if (!r.ok()) Fail("read events", r.status());
       logs[i] = std::move(r).value();
     }
-    int64_t after = HeapBytes();
+    int64_t after = HeapBytesInUse();
     double approx = 0, events = 0;
     for (const auto& log : logs) {
       events += static_cast<double>(log.size());
@@ -352,8 +335,8 @@ struct Bench {
   void MemoryPhase(agent::AgentManager& manager) {
     WarmReaders();
     Conversation conv = MeasureConversations();
-    int64_t heap_before = HeapBytes();
-    int64_t rss_before = RssBytes();
+    int64_t heap_before = HeapBytesInUse();
+    int64_t rss_before = bench::ResidentBytes();
     Countdown resumed(ids.size());
     for (const auto& id : ids) {
       manager.Resume(id, [&](Status st) {
@@ -372,14 +355,14 @@ struct Bench {
     }
     idle.Wait(120s);
     std::this_thread::sleep_for(100ms);  // callbacks of the resume finish returning
-    int64_t heap_after = HeapBytes();
-    int64_t rss_after = RssBytes();
+    int64_t heap_after = HeapBytesInUse();
+    int64_t rss_after = bench::ResidentBytes();
     double n = static_cast<double>(ids.size());
     double heap_per = static_cast<double>(heap_after - heap_before) / n;
     double rss_per = static_cast<double>(rss_after - rss_before) / n;
     std::printf("## Memory per idle live agent (%d sessions, %.0f events each, system prompt %zu bytes)\n\n",
                 args.sessions, conv.events, args.prompt_bytes);
-    std::printf("| | heap in use (mallinfo2) | RSS |\n|---|---:|---:|\n");
+    std::printf("| | heap in use | RSS |\n|---|---:|---:|\n");
     std::printf("| before the resume | %s | %s |\n", Mib(static_cast<double>(heap_before)).c_str(),
                 Mib(static_cast<double>(rss_before)).c_str());
     std::printf("| %d agents live and idle | %s | %s |\n", args.sessions, Mib(static_cast<double>(heap_after)).c_str(),

@@ -2,15 +2,19 @@
 
 // Helpers shared by the load programs in bench/.
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <mutex>
 #include <vector>
 
+#include "base/allocator.h"
 #include "base/status.h"
 #include "store/database.h"
 
@@ -38,6 +42,16 @@ inline WriterTime WriterPerCommit(const store::Database::Stats& before, const st
                static_cast<double>(after.callbacks_us - before.callbacks_us) / n, 0};
   t.waiting = std::max(0.0, seconds * 1e6 / n - t.jobs - t.commit - t.callbacks);
   return t;
+}
+
+// Resident set size in bytes; the allocator's free memory is handed back to
+// the system first, so that the figure counts memory in use.
+inline int64_t ResidentBytes() {
+  ReleaseFreeMemory();
+  std::ifstream statm("/proc/self/statm");
+  int64_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * ::sysconf(_SC_PAGESIZE);
 }
 
 inline int64_t NowNs() {

@@ -15,11 +15,11 @@
 //    write transaction and a scheduler poke each), 8 callers in flight, with
 //    the N loops already present. Every loop is `every 86400 s`, its next
 //    occurrence a day away, targeting one of the K sessions.
-// 2. An empty host (no loops) is opened and started; its VmRSS is the
-//    baseline.
+// 2. An empty host (no loops) is opened and started; its resident set (after
+//    the allocator returned its free memory) is the baseline.
 // 3. The profile with N + S loops is opened; one loop is made due; then
 //    Host::Start → that occurrence's `<loop>` inbox row (its created_at).
-//    VmRSS after that, minus the baseline, is the memory figure.
+//    The resident set after that, minus the baseline, is the memory figure.
 // 4. The K sessions are made live. Lateness: L loops (default 10,000) get
 //    next occurrences spread evenly over T seconds (default 10, so 1,000 due
 //    per second); lateness is delivered_at − nominal_at of their run rows
@@ -31,7 +31,6 @@
 // Checks (so the `--quick` smoke test fails on wrong behaviour): every due
 // occurrence has exactly one delivered run row and exactly one inbox row,
 // and no other loop ran. Timings are printed, never asserted.
-#include <malloc.h>
 #include <spdlog/spdlog.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -42,7 +41,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <memory>
 #include <span>
@@ -96,15 +94,8 @@ double SecondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-// VmRSS of this process in MiB.
-double RssMb() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
-  }
-  return 0;
-}
+// Resident set size of this process in MiB (bench::ResidentBytes).
+double RssMb() { return static_cast<double>(bench::ResidentBytes()) / (1024.0 * 1024.0); }
 
 std::string LoopId(int64_t i) {
   char id[48];
@@ -331,7 +322,6 @@ struct Bench {
     }
 
     double empty_rss = EmptyRss();
-    malloc_trim(0);
 
     // ---- 3. start to first dispatch ----
     const int64_t total = args.loops + args.service;
@@ -437,8 +427,8 @@ struct Bench {
     std::printf("| **Host::Start → first `<loop>` inbox row** | **%lld ms** |\n",
                 static_cast<long long>(first_inbox_at - start_ms));
     std::printf("| (Host::Start call itself) | %.0f ms |\n", start_call_s * 1000);
-    std::printf("| VmRSS empty host | %.1f MiB |\n", empty_rss);
-    std::printf("| VmRSS with %lld loops after start + first dispatch | %.1f MiB |\n",
+    std::printf("| RSS empty host | %.1f MiB |\n", empty_rss);
+    std::printf("| RSS with %lld loops after start + first dispatch | %.1f MiB |\n",
                 static_cast<long long>(total), loaded_rss);
     std::printf("| **memory beyond an empty host** | **%.1f MiB** |\n", loaded_rss - empty_rss);
     std::printf("| making %lld sessions live | %.1f s |\n", static_cast<long long>(args.sessions), live_s);

@@ -1,6 +1,8 @@
 #include "store/database.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -13,6 +15,7 @@
 
 #include "store/sqlite_connection.h"
 #include "store/testing/faulty_connection.h"
+#include "base/testing/log_capture.h"
 #include "base/testing/temp_dir.h"
 
 namespace dsh::store {
@@ -462,6 +465,86 @@ TEST(SqliteCheckpoints, PastMaxFramesTheWriterCheckpointsItself) {
   options.checkpoints.start_frames = 1'000'000;  // the background is never asked
   options.checkpoints.max_frames = 500;
   EXPECT_LT(LargestWalOverManyCommits(options, 3000), uintmax_t{4} << 20);
+}
+
+// Holds SQLite's WAL checkpoint lock (byte 121 of the `-shm` file, see
+// SQLite's "WAL-mode file format") as another host's checkpoint would, with
+// an open-file-description lock so that it conflicts with this process's own
+// SQLite connections.
+class CheckpointLockHolder {
+ public:
+  explicit CheckpointLockHolder(const std::string& db_path) : fd_(::open((db_path + "-shm").c_str(), O_RDWR)) {
+    struct flock lock {};
+    lock.l_type = F_WRLCK;
+    lock.l_whence = SEEK_SET;
+    lock.l_start = 121;
+    lock.l_len = 1;
+    held_ = fd_ >= 0 && ::fcntl(fd_, F_OFD_SETLK, &lock) == 0;
+  }
+  ~CheckpointLockHolder() { Release(); }
+  bool held() const { return held_; }
+  void Release() {
+    if (fd_ >= 0) ::close(fd_);  // drops the lock
+    fd_ = -1;
+  }
+
+ private:
+  int fd_;
+  bool held_ = false;
+};
+
+// Another host on the same profile checkpointing is routine: the writer's
+// checkpoints are deferred without a warning, until the WAL passes
+// max_frames because of it; once the lock is free, the next commits
+// checkpoint and the WAL restarts instead of growing.
+TEST(SqliteCheckpoints, ACheckpointLockHeldElsewhereDefersCheckpointsAndWarnsOnlyPastMaxFrames) {
+  dsh::testing::TempDir dir;
+  SqliteOptions options{.path = dir.File("a.db")};
+  options.checkpoints.start_frames = 20;
+  options.checkpoints.max_frames = 300;
+  const uintmax_t frame_bytes = 4096 + 24, max_bytes = 32 + frame_bytes * 300;
+  dsh::testing::LogCapture log;
+  {
+    SqliteConnectionFactory factory(options);
+    auto writer = std::move(factory.OpenWriter().value());
+    ASSERT_TRUE(writer->Exec("CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT NOT NULL)", {}).ok());
+    const std::string body(1500, 'b');
+    int64_t id = 0;
+    auto commit = [&] {
+      ASSERT_TRUE(writer->BeginWrite().ok());
+      ASSERT_TRUE(writer->Exec("INSERT INTO t (id, body) VALUES (?, ?)", {id++, std::string_view(body)}).ok());
+      ASSERT_TRUE(writer->Commit().ok());
+    };
+    auto wal_bytes = [&] { return std::filesystem::file_size(options.path + "-wal"); };
+    CheckpointLockHolder other(options.path);
+    ASSERT_TRUE(other.held());
+    while (wal_bytes() < max_bytes) {
+      ASSERT_TRUE(log.Messages(spdlog::level::warn).empty()) << log.Messages(spdlog::level::warn)[0];
+      commit();
+    }
+    // The COMMIT that took the WAL past max_frames checkpointed inline, and
+    // could not; the background passes before it could not either.
+    auto warnings = log.Messages(spdlog::level::warn);
+    ASSERT_EQ(warnings.size(), 1u);
+    EXPECT_NE(warnings[0].find("cannot be checkpointed: another connection holds the checkpoint lock"),
+              std::string::npos)
+        << warnings[0];
+    auto all = log.Messages(spdlog::level::debug);
+    EXPECT_NE(std::find_if(all.begin(), all.end(),
+                           [](const std::string& m) { return m.find("checkpoint") != std::string::npos &&
+                                                             m.find("deferred") != std::string::npos; }),
+              all.end());
+    for (int i = 0; i < 20; ++i) commit();
+    EXPECT_EQ(log.Messages(spdlog::level::warn).size(), 1u);  // once, not per commit
+
+    other.Release();
+    const uintmax_t at_release = wal_bytes();
+    for (int i = 0; i < 600; ++i) commit();
+    EXPECT_LE(wal_bytes(), at_release + 4 * frame_bytes);  // restarted, not grown by 600+ frames
+    auto infos = log.Messages(spdlog::level::info);
+    EXPECT_NE(std::find(infos.begin(), infos.end(), "WAL checkpoints of " + options.path + " succeed again"),
+              infos.end());
+  }
 }
 
 TEST(SqliteConnection, ExpandsSqliteOnlyComments) {

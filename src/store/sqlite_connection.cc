@@ -235,7 +235,7 @@ class Checkpointer {
     const bool pass_ended = done >= 0 && done <= frames;
     if ((pass_ended && frames - done <= limits_.finish_frames) || frames >= limits_.max_frames) {
       lock.unlock();
-      Run(writer);
+      Run(writer, frames >= limits_.max_frames ? frames : 0);
       return;
     }
     if (pass_ended || frames >= limits_.start_frames) {
@@ -253,7 +253,7 @@ class Checkpointer {
       requested_ = false;
       running_ = true;
       lock.unlock();
-      int done = Run(conn_->handle());
+      int done = Run(conn_->handle(), 0);
       lock.lock();
       running_ = false;
       checkpointed_ = done;
@@ -261,18 +261,33 @@ class Checkpointer {
   }
 
   // The frames now checkpointed, or -1 if the checkpoint failed (the next
-  // commit asks again; the WAL keeps everything meanwhile).
-  int Run(sqlite3* db) {
+  // commit asks again; the WAL keeps everything meanwhile). `overdue`: the
+  // WAL's frames when it has passed max_frames, else 0.
+  int Run(sqlite3* db, int overdue) {
     int log = 0, done = 0;
     int rc = sqlite3_wal_checkpoint_v2(db, nullptr, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
-    if (rc != SQLITE_OK) {
-      if (failures_.fetch_add(1) == 0) {
-        spdlog::warn("WAL checkpoint of {} failed (retried after later commits): {}", path_, sqlite3_errmsg(db));
-      }
+    if (rc == SQLITE_OK) {
+      if (warned_.exchange(false)) spdlog::info("WAL checkpoints of {} succeed again", path_);
+      return done;
+    }
+    // Busy: another connection holds the checkpoint lock (another host's
+    // writer on this profile checkpointing, say), which a passive
+    // checkpoint does not wait for. Routine, until the WAL grows past
+    // max_frames because of it.
+    if ((rc & 0xff) == SQLITE_BUSY && overdue == 0) {
+      spdlog::debug("WAL checkpoint of {} deferred: another connection holds the checkpoint lock", path_);
       return -1;
     }
-    failures_ = 0;
-    return done;
+    if (!warned_.exchange(true)) {  // once until checkpoints succeed again
+      if ((rc & 0xff) == SQLITE_BUSY) {
+        spdlog::warn("the WAL of {} has {} frames and cannot be checkpointed: another connection holds the "
+                     "checkpoint lock (retried after later commits; the WAL grows meanwhile)",
+                     path_, overdue);
+      } else {
+        spdlog::warn("WAL checkpoint of {} failed (retried after later commits): {}", path_, sqlite3_errmsg(db));
+      }
+    }
+    return -1;
   }
 
   std::unique_ptr<SqliteConnection> conn_;
@@ -284,7 +299,7 @@ class Checkpointer {
   bool running_ = false;
   bool stop_ = false;
   int checkpointed_ = -1;
-  std::atomic<int> failures_{0};  // consecutive; only the first is logged
+  std::atomic<bool> warned_{false};  // of a failure since the last checkpoint that succeeded
   std::thread thread_;  // last: starts once the members above exist
 };
 

@@ -336,7 +336,7 @@ struct Bench {
     WarmReaders();
     Conversation conv = MeasureConversations();
     int64_t heap_before = HeapBytesInUse();
-    int64_t rss_before = bench::ResidentBytes();
+    int64_t rss_before = bench::ResidentInUse();
     Countdown resumed(ids.size());
     for (const auto& id : ids) {
       manager.Resume(id, [&](Status st) {
@@ -356,7 +356,7 @@ struct Bench {
     idle.Wait(120s);
     std::this_thread::sleep_for(100ms);  // callbacks of the resume finish returning
     int64_t heap_after = HeapBytesInUse();
-    int64_t rss_after = bench::ResidentBytes();
+    int64_t rss_after = bench::ResidentInUse();
     double n = static_cast<double>(ids.size());
     double heap_per = static_cast<double>(heap_after - heap_before) / n;
     double rss_per = static_cast<double>(rss_after - rss_before) / n;

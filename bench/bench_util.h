@@ -2,15 +2,12 @@
 
 // Helpers shared by the load programs in bench/.
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <mutex>
 #include <vector>
 
@@ -44,14 +41,11 @@ inline WriterTime WriterPerCommit(const store::Database::Stats& before, const st
   return t;
 }
 
-// Resident set size in bytes; the allocator's free memory is handed back to
-// the system first, so that the figure counts memory in use.
-inline int64_t ResidentBytes() {
+// Resident set size in bytes, after the allocator handed its free memory
+// back to the system, so that the figure counts memory in use.
+inline int64_t ResidentInUse() {
   ReleaseFreeMemory();
-  std::ifstream statm("/proc/self/statm");
-  int64_t size = 0, resident = 0;
-  statm >> size >> resident;
-  return resident * ::sysconf(_SC_PAGESIZE);
+  return ResidentBytes();
 }
 
 inline int64_t NowNs() {

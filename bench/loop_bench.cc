@@ -94,8 +94,8 @@ double SecondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-// Resident set size of this process in MiB (bench::ResidentBytes).
-double RssMb() { return static_cast<double>(bench::ResidentBytes()) / (1024.0 * 1024.0); }
+// Resident set size of this process in MiB (bench::ResidentInUse).
+double RssMb() { return static_cast<double>(bench::ResidentInUse()) / (1024.0 * 1024.0); }
 
 std::string LoopId(int64_t i) {
   char id[48];

@@ -1,6 +1,9 @@
 #include "base/allocator.h"
 
 #include <malloc.h>
+#include <unistd.h>
+
+#include <fstream>
 
 #ifdef DSH_JEMALLOC
 #include <jemalloc/jemalloc.h>
@@ -49,6 +52,13 @@ int64_t HeapBytesInUse() {
   struct mallinfo2 mi = ::mallinfo2();
   return static_cast<int64_t>(mi.uordblks + mi.hblkhd);
 #endif
+}
+
+int64_t ResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t size = 0, resident = 0;
+  if (!(statm >> size >> resident)) return -1;
+  return resident * ::sysconf(_SC_PAGESIZE);
 }
 
 void ReleaseFreeMemory() {

@@ -20,6 +20,11 @@ std::string AllocatorName();
 // a thread with jemalloc). Thread-safe.
 int64_t HeapBytesInUse();
 
+// The resident set size of this process in bytes (/proc/self/statm), or -1
+// if it cannot be read. Call ReleaseFreeMemory() first for a figure of the
+// memory in use. Thread-safe.
+int64_t ResidentBytes();
+
 // Hands the free memory the allocator keeps back to the operating system, so
 // that a resident-set reading right after it counts memory in use, not
 // memory the allocator holds for later (jemalloc keeps freed pages for

@@ -390,7 +390,7 @@ void Agent::RunTools(std::vector<ModelToolCall> calls, size_t index, std::vector
     RunTools(std::move(calls), index + 1, std::move(results));
   };
   if (cancel_ && cancel_->cancelled()) return next(Status(codes::kCancelled, "the turn was cancelled before this tool ran"));
-  if (!ToolAllowed(call.name)) return next(Status(kUnknownTool, "no tool named '" + call.name + "' is available"));
+  if (!ToolAllowed(call.name)) return next(Status(codes::kUnknownTool, "no tool named '" + call.name + "' is available"));
   auto args = ParseJson(call.arguments.empty() ? "{}" : call.arguments);
   if (!args.ok()) return next(Status(codes::kInvalidJson, "the arguments of " + call.name + " are not valid JSON: " + args.status().message()));
   manager_.tools_.Invoke(call.name, MakeToolContext(), *args, OnStrand<Result<Json>>(std::move(next)));

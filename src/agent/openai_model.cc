@@ -26,13 +26,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-constexpr const char* kModelUnavailable = "model_unavailable";
-constexpr const char* kModelTimeout = "model_timeout";
-constexpr const char* kModelRateLimited = "model_rate_limited";
-constexpr const char* kModelError = "model_error";
-constexpr const char* kModelBadResponse = "model_bad_response";
-constexpr const char* kCancelled = "cancelled";
-
 // How often a worker wakes to look at the cancel token, shutdown and the
 // idle deadline while curl has nothing to do.
 constexpr milliseconds kPollSlice{20};
@@ -49,7 +42,7 @@ std::string Truncate(std::string_view s, size_t max = kMaxQuoted) {
   return std::string(s.substr(0, max)) + "...";
 }
 
-Status Cancelled() { return Status(kCancelled, "the model call was cancelled"); }
+Status Cancelled() { return Status(codes::kCancelled, "the model call was cancelled"); }
 
 const char* RoleName(ModelMessage::Role role) {
   switch (role) {
@@ -133,20 +126,20 @@ class ChatStream {
     if (done_) return Status::Ok();
     auto parsed = ParseJson(event.data);
     if (!parsed.ok()) {
-      return Status(kModelBadResponse,
+      return Status(codes::kModelBadResponse,
                     "the stream has a chunk that is not JSON (" + parsed.status().message() + "): " + Truncate(event.data));
     }
     const Json& chunk = *parsed;
-    if (!chunk.is_object()) return Status(kModelBadResponse, "a stream chunk is not an object: " + Truncate(event.data));
+    if (!chunk.is_object()) return Status(codes::kModelBadResponse, "a stream chunk is not an object: " + Truncate(event.data));
     if (auto error = chunk.find("error"); error != chunk.end()) {
       const std::string* message = error->is_object() ? StringField(*error, "message") : nullptr;
-      return Status(kModelError, "the provider reported an error mid-stream: " +
+      return Status(codes::kModelError, "the provider reported an error mid-stream: " +
                                      (message ? *message : Truncate(DumpJson(*error))));
     }
     auto choices = chunk.find("choices");
     if (choices == chunk.end() || !choices->is_array() || choices->empty()) return Status::Ok();  // usage chunk
     const Json& choice = (*choices)[0];
-    if (!choice.is_object()) return Status(kModelBadResponse, "a stream choice is not an object");
+    if (!choice.is_object()) return Status(codes::kModelBadResponse, "a stream choice is not an object");
     auto delta = choice.find("delta");
     if (delta == choice.end()) delta = choice.find("message");  // servers that ignore `stream`
     if (delta != choice.end() && delta->is_object()) DSH_RETURN_IF_ERROR(OnDelta(*delta));
@@ -157,11 +150,11 @@ class ChatStream {
   // The transfer ended cleanly: the response, or why it is incomplete.
   Result<ModelResponse> Finish() {
     if (!done_ && finish_reason_.empty()) {
-      return Status(kModelBadResponse, "the stream ended before a finish_reason or [DONE]");
+      return Status(codes::kModelBadResponse, "the stream ended before a finish_reason or [DONE]");
     }
     for (auto& [index, call] : calls_) {
       if (call.name.empty()) {
-        return Status(kModelBadResponse, "tool call " + std::to_string(index) + " in the stream has no function name");
+        return Status(codes::kModelBadResponse, "tool call " + std::to_string(index) + " in the stream has no function name");
       }
       response_.tool_calls.push_back(std::move(call));
     }
@@ -186,10 +179,10 @@ class ChatStream {
     }
     auto calls = delta.find("tool_calls");
     if (calls == delta.end() || calls->is_null()) return Status::Ok();
-    if (!calls->is_array()) return Status(kModelBadResponse, "`delta.tool_calls` is not an array");
+    if (!calls->is_array()) return Status(codes::kModelBadResponse, "`delta.tool_calls` is not an array");
     for (size_t i = 0; i < calls->size(); ++i) {
       const Json& entry = (*calls)[i];
-      if (!entry.is_object()) return Status(kModelBadResponse, "a `delta.tool_calls` entry is not an object");
+      if (!entry.is_object()) return Status(codes::kModelBadResponse, "a `delta.tool_calls` entry is not an object");
       int64_t index = static_cast<int64_t>(i);
       if (auto it = entry.find("index"); it != entry.end() && it->is_number_integer()) index = it->get<int64_t>();
       ModelToolCall& call = calls_[index];
@@ -250,7 +243,7 @@ class OpenAiModel final : public ModelAdapter {
         return;
       }
     }
-    done(Status(kCancelled, "the model adapter is shut down"));
+    done(Status(codes::kCancelled, "the model adapter is shut down"));
   }
 
   std::string Describe(const std::string& model) const override {
@@ -272,7 +265,7 @@ class OpenAiModel final : public ModelAdapter {
     queue_cv_.notify_all();
     backoff_cv_.notify_all();
     for (CURLM* multi : multis_) curl_multi_wakeup(multi);
-    for (auto& call : queued) call.done(Status(kCancelled, "the model adapter shut down before the call started"));
+    for (auto& call : queued) call.done(Status(codes::kCancelled, "the model adapter shut down before the call started"));
     for (auto& t : threads_) {
       if (t.joinable()) t.join();
     }
@@ -305,7 +298,7 @@ class OpenAiModel final : public ModelAdapter {
       if (Interrupted(call)) return Cancelled();
       Attempt a = Perform(multi, call, body);
       if (!a.retriable || attempt >= options_.max_retries) {
-        if (attempt > 0 && !a.result.ok() && a.result.status().code() != kCancelled) {
+        if (attempt > 0 && !a.result.ok() && a.result.status().code() != codes::kCancelled) {
           return a.result.status().WithContext("after " + std::to_string(attempt + 1) + " attempts");
         }
         return std::move(a.result);
@@ -406,7 +399,7 @@ struct OpenAiModel::Transfer {
       }
       return n;
     } catch (const std::exception& e) {
-      t.abort = Status(kModelBadResponse, std::string("cannot process the stream: ") + e.what());
+      t.abort = Status(codes::kModelBadResponse, std::string("cannot process the stream: ") + e.what());
       return 0;
     }
   }
@@ -424,7 +417,7 @@ struct OpenAiModel::Transfer {
 Attempt OpenAiModel::Perform(CURLM* multi, const Call& call, const std::string& body) {
   Transfer t(*this, call);
   std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> easy(curl_easy_init(), &curl_easy_cleanup);
-  if (!easy) return Attempt{Status(kModelUnavailable, "cannot create a curl handle")};
+  if (!easy) return Attempt{Status(codes::kModelUnavailable, "cannot create a curl handle")};
   t.easy = easy.get();
   curl_slist* headers = nullptr;
   headers = curl_slist_append(headers, "Content-Type: application/json");
@@ -454,7 +447,7 @@ Attempt OpenAiModel::Perform(CURLM* multi, const Call& call, const std::string& 
   curl_easy_setopt(h, CURLOPT_XFERINFODATA, &t);
 
   if (curl_multi_add_handle(multi, h) != CURLM_OK) {
-    return Attempt{Status(kModelUnavailable, "cannot start a request to " + url_)};
+    return Attempt{Status(codes::kModelUnavailable, "cannot start a request to " + url_)};
   }
   std::optional<CURLcode> finished;
   std::optional<Status> local_error;  // cancelled or idle, found by the loop
@@ -468,7 +461,7 @@ Attempt OpenAiModel::Perform(CURLM* multi, const Call& call, const std::string& 
     }
     if (finished) break;
     if (mc != CURLM_OK) {
-      local_error = Status(kModelUnavailable, std::string("curl: ") + curl_multi_strerror(mc));
+      local_error = Status(codes::kModelUnavailable, std::string("curl: ") + curl_multi_strerror(mc));
       break;
     }
     if (Interrupted(call)) {
@@ -489,7 +482,7 @@ Attempt OpenAiModel::Perform(CURLM* multi, const Call& call, const std::string& 
       }
     }
     if (connected && now - t.last_activity >= options_.idle_timeout) {
-      local_error = Status(kModelTimeout, "no data from " + url_ + " for " +
+      local_error = Status(codes::kModelTimeout, "no data from " + url_ + " for " +
                                               std::to_string(options_.idle_timeout.count()) + " ms");
       break;
     }
@@ -525,7 +518,7 @@ Attempt OpenAiModel::Perform(CURLM* multi, const Call& call, const std::string& 
     if (detail.empty()) detail = Truncate(t.error_body);
     if (!detail.empty()) message += ": " + detail;
     bool rate_limited = t.status == 429;
-    return Attempt{Status(rate_limited ? kModelRateLimited : kModelError, std::move(message)),
+    return Attempt{Status(rate_limited ? codes::kModelRateLimited : codes::kModelError, std::move(message)),
                    rate_limited || t.status >= 500, t.retry_after};
   }
 
@@ -533,11 +526,11 @@ Attempt OpenAiModel::Perform(CURLM* multi, const Call& call, const std::string& 
   if (!t.responded) {
     // Nothing of a response arrived, so the server did no work: retry.
     bool timed_out = code == CURLE_OPERATION_TIMEDOUT;
-    return Attempt{Status(timed_out ? kModelTimeout : kModelUnavailable, "cannot reach " + url_ + ": " + reason),
+    return Attempt{Status(timed_out ? codes::kModelTimeout : codes::kModelUnavailable, "cannot reach " + url_ + ": " + reason),
                    true, std::nullopt};
   }
   if (t.stream.finished()) return Attempt{t.stream.Finish()};  // the connection broke after the end
-  return Attempt{Status(kModelUnavailable, "the connection to " + url_ + " broke mid-response: " + reason)};
+  return Attempt{Status(codes::kModelUnavailable, "the connection to " + url_ + " broke mid-response: " + reason)};
 }
 
 }  // namespace

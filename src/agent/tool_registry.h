@@ -10,8 +10,6 @@
 
 namespace dsh::agent {
 
-inline constexpr const char* kUnknownTool = "unknown_tool";
-
 // The tools of a host, by name. Tools are registered during startup, before
 // the host serves requests or runs turns; afterwards the registry is only
 // read, from any thread, without locking.

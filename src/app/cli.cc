@@ -3,8 +3,13 @@
 #include "app/command.h"
 #include "app/commands.h"
 #include "app/version.h"
+#include "server/http_types.h"
 
 namespace dsh::app {
+
+int ExitCodeFor(const Status& error) {
+  return server::HttpStatusFor(error.code()) == 400 ? kExitUsage : kExitFailure;
+}
 
 int RunCli(int argc, const char* const* argv, CommandContext& ctx) {
   CLI::App root("dsh — a self-hosted agent session host", "dsh");

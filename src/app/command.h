@@ -5,6 +5,7 @@
 #include <iosfwd>
 
 #include "base/clock.h"
+#include "base/status.h"
 
 namespace dsh::app {
 
@@ -24,6 +25,11 @@ struct CommandContext {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;
 inline constexpr int kExitUsage = 2;
+
+// The exit status for an error from the host: kExitUsage when the caller's
+// input was wrong (a 400 code: invalid_arguments, invalid_cron,
+// cron_never_fires, ...), else kExitFailure.
+int ExitCodeFor(const Status& error);
 
 // Parses argv and runs the selected command; returns the process exit status.
 int RunCli(int argc, const char* const* argv, CommandContext& ctx);

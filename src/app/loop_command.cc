@@ -68,7 +68,7 @@ std::optional<std::string> Home(const std::string& home) {
 
 int Fail(const Status& st, CommandContext& ctx) {
   ctx.err << "error: " << st.ToString() << "\n";
-  return st.code() == codes::kInvalidArguments ? kExitUsage : kExitFailure;
+  return ExitCodeFor(st);
 }
 
 // Percent-encodes one path segment.

@@ -88,7 +88,7 @@ int RunSessions(std::vector<std::string> args, SessionsFlags flags, CommandConte
   auto res = client->Post("/api/commands", body);
   if (!res.ok()) {
     ctx.err << "error: " << res.status().ToString() << "\n";
-    return res.status().code() == codes::kInvalidArguments ? kExitUsage : kExitFailure;
+    return ExitCodeFor(res.status());
   }
   const Json& result = (*res)["result"];
   ctx.out << (result.contains("text") && result["text"].is_string() ? result["text"].get<std::string>()

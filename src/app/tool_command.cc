@@ -31,7 +31,7 @@ int RunTool(const ToolFlags& flags, CommandContext& ctx) {
   auto res = client->Post("/api/tools/" + flags.name, body);
   if (!res.ok()) {
     ctx.err << "error: " << res.status().ToString() << "\n";
-    return res.status().code() == codes::kInvalidArguments ? kExitUsage : kExitFailure;
+    return ExitCodeFor(res.status());
   }
   ctx.out << (*res)["result"].dump(2) << "\n";
   return kExitOk;

@@ -40,8 +40,11 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-// Stable error codes shared across layers. Layers may define more; a code is
-// part of the public contract once shipped.
+// Stable error codes shared across layers. A code is part of the public
+// contract once shipped. Every code the program can produce — these, those
+// of time/errors.h and the literals in `Status("…", …)` — is listed with its
+// HTTP status in docs/API.md ("Errors") and in server::HttpStatusFor; a
+// test (ErrorCodes.* in src/server) walks the sources and both tables.
 namespace codes {
 inline constexpr const char* kInvalidArguments = "invalid_arguments";
 inline constexpr const char* kInvalidJson = "invalid_json";
@@ -60,6 +63,16 @@ inline constexpr const char* kInvalidConfig = "invalid_config";
 inline constexpr const char* kShuttingDown = "shutting_down";
 inline constexpr const char* kCancelled = "cancelled";
 inline constexpr const char* kUnknownCommand = "unknown_command";  // no slash command by that name
+inline constexpr const char* kUnknownTool = "unknown_tool";        // no tool by that name (or not allowed)
+// Model routes and model calls.
+inline constexpr const char* kUnknownProvider = "unknown_provider";
+inline constexpr const char* kUnknownModel = "unknown_model";
+inline constexpr const char* kInvalidReasoningEffort = "invalid_reasoning_effort";
+inline constexpr const char* kModelUnavailable = "model_unavailable";
+inline constexpr const char* kModelTimeout = "model_timeout";
+inline constexpr const char* kModelRateLimited = "model_rate_limited";
+inline constexpr const char* kModelError = "model_error";
+inline constexpr const char* kModelBadResponse = "model_bad_response";
 }  // namespace codes
 
 inline Status InvalidArguments(std::string message) {

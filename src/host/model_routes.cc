@@ -8,11 +8,6 @@
 namespace dsh::host {
 namespace {
 
-constexpr const char* kUnknownProvider = "unknown_provider";
-constexpr const char* kUnknownModel = "unknown_model";
-constexpr const char* kInvalidReasoningEffort = "invalid_reasoning_effort";
-constexpr const char* kModelUnavailable = "model_unavailable";
-
 std::string JoinNames(const std::vector<std::string>& names) {
   std::string out;
   for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
@@ -113,18 +108,18 @@ std::vector<std::string> ModelRoutes::ProviderNames() const {
 Status ModelRoutes::Validate(const session::ModelRoute& route) const {
   const Provider* p = Find(route.provider);
   if (!p) {
-    return Status(kUnknownProvider,
+    return Status(codes::kUnknownProvider,
                   "unknown provider `" + route.provider + "` (known: " + JoinNames(ProviderNames()) + ")");
   }
   if (route.model.empty())
-    return Status(kUnknownModel, "no model given for provider `" + route.provider + "`");
+    return Status(codes::kUnknownModel, "no model given for provider `" + route.provider + "`");
   if (!p->models.empty()) {
     auto it = std::find_if(p->models.begin(), p->models.end(),
                            [&](const Config::ProviderModel& m) { return m.name == route.model; });
     if (it == p->models.end()) {
       std::vector<std::string> names;
       for (const auto& m : p->models) names.push_back(m.name);
-      return Status(kUnknownModel, "provider `" + route.provider + "` has no model `" + route.model +
+      return Status(codes::kUnknownModel, "provider `" + route.provider + "` has no model `" + route.model +
                                        "` (its models: " + JoinNames(names) + ")");
     }
   }
@@ -132,11 +127,11 @@ Status ModelRoutes::Validate(const session::ModelRoute& route) const {
     std::vector<std::string> allowed = ReasoningEfforts(route.provider, route.model);
     const std::string name = route.provider + "/" + route.model;
     if (allowed.empty()) {
-      return Status(kInvalidReasoningEffort,
+      return Status(codes::kInvalidReasoningEffort,
                     "`" + name + "` takes no reasoning effort (got \"" + *route.reasoning_effort + "\")");
     }
     if (std::find(allowed.begin(), allowed.end(), *route.reasoning_effort) == allowed.end()) {
-      return Status(kInvalidReasoningEffort, "reasoning effort \"" + *route.reasoning_effort +
+      return Status(codes::kInvalidReasoningEffort, "reasoning effort \"" + *route.reasoning_effort +
                                                  "\" is not one of " + JoinNames(allowed) + " for `" + name +
                                                  "`");
     }
@@ -157,7 +152,7 @@ std::vector<std::string> ModelRoutes::ReasoningEfforts(const std::string& provid
 Result<agent::ModelAdapter*> ModelRoutes::AdapterFor(const std::string& provider) {
   const Provider* p = Find(provider);
   if (!p) {
-    return Status(kUnknownProvider,
+    return Status(codes::kUnknownProvider,
                   "unknown provider `" + provider + "` (known: " + JoinNames(ProviderNames()) + ")");
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -169,7 +164,7 @@ Result<agent::ModelAdapter*> ModelRoutes::AdapterFor(const std::string& provider
     adapter = factories_.echo();
   } else {
     if (!p->api_key_env.empty() && !p->api_key && !p->key_optional) {
-      return Status(kModelUnavailable,
+      return Status(codes::kModelUnavailable,
                     "provider `" + provider + "` needs the environment variable " + p->api_key_env);
     }
     agent::OpenAiOptions options;

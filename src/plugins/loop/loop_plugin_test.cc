@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 
@@ -9,6 +12,7 @@
 #include <thread>
 
 #include "agent/agent_manager.h"
+#include "agent/agent_store.h"
 #include "agent/testing/scripted_model.h"
 #include "base/testing/temp_dir.h"
 #include "plugins/loop/loop_routes.h"
@@ -590,6 +594,65 @@ TEST_F(LoopTest, AClaimThatNeverReachedTheInboxIsRetriedAndOneThatDidIsFinishedW
     EXPECT_EQ(runs[0].result, std::optional<std::string>("delivered"));
     EXPECT_EQ(runs[0].attempts, 2);
   }
+}
+
+// The lease holder name of a process of this machine that has exited.
+std::string DeadLocalHolder() {
+  pid_t pid = fork();
+  if (pid == 0) _exit(0);
+  waitpid(pid, nullptr, 0);
+  std::string live = agent::agent_store::NewLeaseHolder();
+  return live.substr(0, live.find('/')) + "/" + std::to_string(pid) + "/dead";
+}
+
+TEST_F(LoopTest, AClaimOfADeadProcessOfThisMachineIsTakenOverAtOnceWhileARemoteClaimKeepsItsExpiry) {
+  std::string me = Session("default", Route("m1"));
+  std::string remote = Ok(From(me), "loop_create", {{"prompt", "remote"}, {"schedule", After(10)}})["loop_id"];
+  std::string local = Ok(From(me), "loop_create", {{"prompt", "local"}, {"schedule", After(11)}})["loop_id"];
+  scheduler_->Stop();  // other "hosts" claim instead, then are gone
+  auto claim = [&](const std::string& holder, int64_t lookahead) {
+    auto claims = db_->WriteValue<std::vector<registry::Claim>>([&](store::Tx& tx) {
+      int64_t now = ToUnixMillis(clock_.Now());
+      registry::ClaimOptions o{now, now + lookahead, holder, 30'000, 10};
+      return registry::ClaimDue(tx, o, [](const Schedule& s) { return Timetable::Make(s, TimeZone::Utc()); },
+                                [] { return std::string("unused"); });
+    });
+    EXPECT_TRUE(claims.ok()) << claims.status().ToString();
+    return claims.ok() ? claims->size() : 0u;
+  };
+  int64_t created = ToUnixMillis(clock_.Now());
+  clock_.Advance(10s);
+  ASSERT_EQ(claim("other-machine/4242/abcd", 0), 1u);  // a host of another machine claims `remote`
+  clock_.Advance(900ms);
+  ASSERT_EQ(claim(DeadLocalHolder(), 200), 1u) << "`local` claimed 100 ms ahead by a process that then died";
+  clock_.Advance(2s);
+
+  // Meanwhile the views tell the truth: the dead claimer's occurrence is
+  // overdue, the remote one running; both show the claimed occurrence.
+  Json local_view = View(local);
+  EXPECT_EQ(local_view["state"], "overdue") << local_view.dump();
+  EXPECT_EQ(local_view["next_at"], created + 11'000) << local_view.dump();
+  Json remote_view = View(remote);
+  EXPECT_EQ(remote_view["state"], "running") << remote_view.dump();
+  EXPECT_EQ(remote_view["next_at"], created + 10'000) << remote_view.dump();
+
+  scheduler_ = MakeScheduler();
+  service_ = std::make_shared<LoopService>(*db_, *store_, *scheduler_, clock_);
+  scheduler_->Start();
+  ASSERT_TRUE(scheduler_->SettleForTesting());
+  EXPECT_EQ(LoopMessages(me), std::vector<std::string>{LoopMessage(local, "local")})
+      << "the dead process's claim is taken over at once, the remote one is not";
+  auto runs = Runs(local);
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].result, std::optional<std::string>("delivered"));
+  EXPECT_EQ(runs[0].attempts, 2);
+  EXPECT_EQ(View(remote)["state"], "running");
+
+  Advance(27s);  // the remote claim (made at +10 s) expires at +40 s
+  EXPECT_EQ(LoopMessages(me).size(), 1u);
+  Advance(1s);
+  EXPECT_EQ(LoopMessages(me).size(), 2u) << "the remote claim is taken over once it expired";
+  EXPECT_TRUE(View(remote).is_null()) << "completed";
 }
 
 TEST_F(LoopTest, AnOccurrenceDueWithinTheLookaheadIsClaimedAheadAndDeliveredAfterAMonotonicWait) {

@@ -4,6 +4,8 @@
 #include <array>
 #include <utility>
 
+#include "agent/agent_store.h"
+
 namespace dsh::plugins::loop {
 
 using store::Row;
@@ -71,6 +73,10 @@ std::optional<int64_t> LoopRecord::next_at() const {
   return due_at ? due_at : retry_at;
 }
 
+bool ClaimIsLive(const std::string& holder, int64_t expires, int64_t now) {
+  return expires > now && !agent::agent_store::LeaseHolderIsDead(holder);
+}
+
 Json LoopViewJson(const LoopRecord& l, int64_t now) {
   Json j = {{"loop_id", l.loop_id},
             {"prompt", l.prompt},
@@ -79,14 +85,15 @@ Json LoopViewJson(const LoopRecord& l, int64_t now) {
             {"created_by_session_id", l.created_by.value_or("")},
             {"created_at", l.created_at}};
   auto next = l.next_at();
+  if (l.open_claim) next = next ? std::min(*next, l.open_claim->nominal) : l.open_claim->nominal;
   if (next && *next != kNever) j["next_at"] = *next;
   if (l.last_run_at) j["last_run_at"] = *l.last_run_at;
   if (l.last_result) j["last_result"] = *l.last_result;
   if (l.last_error) j["last_error"] = *l.last_error;
   std::string state = l.state;
   if (state != "completed") {
-    if (l.running) {
-      state = "running";
+    if (l.open_claim) {
+      state = ClaimIsLive(l.open_claim->holder, l.open_claim->expires, now) ? "running" : "overdue";
     } else if (state != "failed" && next && *next <= now) {
       state = "overdue";
     }
@@ -109,10 +116,12 @@ std::optional<int64_t> OptInt(const Row& row, int col) {
   return row.Int(col);
 }
 
-constexpr const char* kLoopColumns =
+constexpr const char* kSelectLoops =
     "l.loop_id, l.prompt, l.schedule, l.target, l.preset, l.created_by, l.created_at, l.due_at, l.retry_at,"
     " l.retry_nominal, l.failures, l.state, l.last_run_at, l.last_result, l.last_error, l.version,"
-    " EXISTS (SELECT 1 FROM loop_runs r WHERE r.loop_id = l.loop_id AND r.result IS NULL)";
+    " o.nominal_at, o.claimed_by, o.claim_expires"
+    " FROM loops l LEFT JOIN loop_runs o ON o.num = (SELECT r.num FROM loop_runs r"
+    " WHERE r.loop_id = l.loop_id AND r.result IS NULL ORDER BY r.nominal_at LIMIT 1)";
 
 Result<LoopRecord> RowToLoop(const Row& row) {
   LoopRecord l;
@@ -136,13 +145,13 @@ Result<LoopRecord> RowToLoop(const Row& row) {
   l.last_result = OptText(row, 13);
   l.last_error = OptText(row, 14);
   l.version = row.Int(15);
-  l.running = row.Int(16) != 0;
+  if (!row.IsNull(16)) l.open_claim = LoopRecord::OpenClaim{row.Int(16), row.String(17), row.Int(18)};
   return l;
 }
 
 Result<std::vector<LoopRecord>> SelectLoops(Tx& tx, const std::string& where, std::span<const Value> params) {
   std::vector<LoopRecord> out;
-  DSH_RETURN_IF_ERROR(tx.Query(std::string("SELECT ") + kLoopColumns + " FROM loops l " + where, params,
+  DSH_RETURN_IF_ERROR(tx.Query(std::string("SELECT ") + kSelectLoops + " " + where, params,
                                [&](const Row& row) -> Status {
                                  DSH_ASSIGN_OR_RETURN(LoopRecord l, RowToLoop(row));
                                  out.push_back(std::move(l));
@@ -238,14 +247,32 @@ Result<std::vector<Claim>> ClaimDue(Tx& tx, const ClaimOptions& o,
     std::optional<std::string> target;
   };
   std::vector<Stale> stale;
-  DSH_RETURN_IF_ERROR(tx.Query(
+  auto collect = [&](const Row& row) {
+    stale.push_back(
+        {row.Int(0), row.Int(2), row.Int(3), row.Int(4), row.Int(5), row.Int(7), row.String(1), OptText(row, 6)});
+    return Status::Ok();
+  };
+  constexpr const char* kOpenRuns =
       "SELECT num, loop_id, nominal_at, attempts, skipped, skipped_capped, target_session_id, claim_expires"
-      " FROM loop_runs WHERE result IS NULL AND claim_expires <= ? ORDER BY claim_expires LIMIT ?",
-      {o.now, int64_t{o.limit}}, [&](const Row& row) {
-        stale.push_back({row.Int(0), row.Int(2), row.Int(3), row.Int(4), row.Int(5), row.Int(7), row.String(1),
-                         OptText(row, 6)});
-        return Status::Ok();
-      }));
+      " FROM loop_runs WHERE result IS NULL AND ";
+  // Expired claims, whoever held them.
+  DSH_RETURN_IF_ERROR(tx.Query(std::string(kOpenRuns) + "claim_expires <= ? ORDER BY claim_expires LIMIT ?",
+                               {o.now, int64_t{o.limit}}, collect));
+  // Unexpired claims of holders that are dead processes of this machine
+  // (a host killed and restarted): no need to wait for their expiry.
+  std::vector<std::string> holders;
+  DSH_RETURN_IF_ERROR(tx.Query("SELECT DISTINCT claimed_by FROM loop_runs WHERE result IS NULL AND claim_expires > ?",
+                               {o.now}, [&](const Row& row) {
+                                 holders.push_back(row.String(0));
+                                 return Status::Ok();
+                               }));
+  for (const std::string& holder : holders) {
+    int64_t room = o.limit - static_cast<int64_t>(stale.size());
+    if (room <= 0) break;
+    if (holder == o.holder || !agent::agent_store::LeaseHolderIsDead(holder)) continue;
+    DSH_RETURN_IF_ERROR(tx.Query(std::string(kOpenRuns) + "claimed_by = ? AND claim_expires > ? ORDER BY nominal_at LIMIT ?",
+                                 {std::string_view(holder), o.now, room}, collect));
+  }
   for (const auto& s : stale) {
     DSH_ASSIGN_OR_RETURN(int64_t taken,
                          tx.Exec("UPDATE loop_runs SET claimed_by = ?, claimed_at = ?, claim_expires = ?,"
@@ -259,7 +286,8 @@ Result<std::vector<Claim>> ClaimDue(Tx& tx, const ClaimOptions& o,
                               .status());
       continue;
     }
-    claims.push_back(Claim{*loop, s.nominal, s.skipped, s.capped != 0, s.attempts + 1, s.target, o.now});
+    claims.push_back(Claim{*loop, s.nominal, s.skipped, s.capped != 0, s.attempts + 1, s.target,
+                           std::max(o.now, s.nominal)});
   }
   // 2. Loops whose next occurrence (or retry) is due.
   int64_t room = o.limit - static_cast<int64_t>(claims.size());
@@ -324,7 +352,7 @@ Result<std::vector<Claim>> ClaimDue(Tx& tx, const ClaimOptions& o,
       c.attempts = attempts;
       c.new_session_id = target;
     }
-    updated.running = true;
+    updated.open_claim = LoopRecord::OpenClaim{c.nominal, o.holder, expires};
     c.loop = std::move(updated);
     claims.push_back(std::move(c));
   }

@@ -54,15 +54,30 @@ struct LoopRecord {
   std::optional<std::string> last_result;  // delivered | failed
   std::optional<std::string> last_error;
   int64_t version = 0;  // bumped by every scheduler update (compare-and-set)
-  bool running = false;  // derived: an occurrence is claimed and not finished
+
+  // Derived from the run history: the earliest occurrence that a host
+  // claimed and whose outcome is not recorded yet.
+  struct OpenClaim {
+    int64_t nominal = 0;
+    std::string holder;   // the claiming host's lease holder name
+    int64_t expires = 0;  // when any host may take it over regardless
+  };
+  std::optional<OpenClaim> open_claim;
 
   // When the scheduler next has to act: the earlier of due_at and retry_at.
   std::optional<int64_t> next_at() const;
 };
 
-// LoopView (spec 000 section 4) as of `now`: state running when an
-// occurrence is in flight, overdue when next_at <= now, else the stored one.
+// LoopView (spec 000 section 4) as of `now`. While an occurrence is claimed
+// and unrecorded, next_at is that occurrence's nominal instant and the state
+// is running when its claimer is alive and its claim unexpired, else overdue
+// (the claimer died: a host of the profile takes it over on its next tick).
+// Otherwise overdue when next_at <= now, else the stored state.
 Json LoopViewJson(const LoopRecord& loop, int64_t now);
+
+// True when a claim by `holder` that expires at `expires` still has a live
+// owner as of `now`: unexpired, and not a dead process of this machine.
+bool ClaimIsLive(const std::string& holder, int64_t expires, int64_t now);
 
 namespace registry {
 
@@ -97,8 +112,11 @@ struct Claim {
 // (claimed ahead, so the claim's commit is off the delivery's path): for
 // each due loop a compare-and-set of its scheduling state together with the
 // insert (or, for a retry, the reopening) of the occurrence's run row. Also
-// takes over runs whose claim expired unfinished (a host died between claim
-// and record). `timetable` computes catch-up; `new_session_id` makes ids.
+// takes over unfinished runs whose claimer died between claim and record:
+// at once when the claimer is a process of this machine that is gone (see
+// agent_store::LeaseHolderIsDead), else when the claim expires. A taken-over
+// occurrence is delivered at once (never before its nominal time).
+// `timetable` computes catch-up; `new_session_id` makes ids.
 struct ClaimOptions {
   int64_t now = 0;
   int64_t horizon = 0;  // claim what is due by here; at most `now` + a little (<= now: `now`)

@@ -486,8 +486,9 @@ ModelRequest Agent::BuildRequest() {
   req.model = header_.route.model;
   req.reasoning_effort = header_.route.reasoning_effort;
   std::string system = preset_.system_prompt;
+  std::optional<std::string> client_zone = TurnClientZone();
   for (const auto& ctx : manager_.environment_.context) {
-    std::string part = ctx(header_);
+    std::string part = ctx(header_, client_zone);
     if (part.empty()) continue;
     system += (system.empty() ? "" : "\n\n") + part;
   }
@@ -506,7 +507,9 @@ ModelRequest Agent::BuildRequest() {
 }
 
 bool Agent::ToolAllowed(const std::string& name) const {
-  if (manager_.tools_.Find(name) == nullptr) return false;
+  const Tool* tool = manager_.tools_.Find(name);
+  if (tool == nullptr) return false;
+  if (tool->root_only() && header_.delegation_depth > 0) return false;
   if (preset_.all_tools) return true;
   const std::string& group = manager_.tools_.GroupOf(name);
   return std::find(preset_.tool_groups.begin(), preset_.tool_groups.end(), group) != preset_.tool_groups.end();
@@ -522,7 +525,26 @@ ToolContext Agent::MakeToolContext() const {
   ctx.preset = header_.preset;
   ctx.cwd = header_.cwd;
   ctx.agent_call = true;
+  ctx.client_time_zone = TurnClientZone();
   return ctx;
+}
+
+std::optional<std::string> Agent::TurnClientZone() const {
+  // Back to the running turn's turn/start; its first user message follows.
+  for (size_t i = events_.size(); i-- > 0;) {
+    if (events_[i].type != event_types::kTurnStart) continue;
+    for (size_t j = i + 1; j < events_.size(); ++j) {
+      if (events_[j].type != et::kUserMessage) continue;
+      const Json& data = events_[j].data;
+      auto meta = data.find("meta");
+      if (meta == data.end() || !meta->is_object()) return std::nullopt;
+      auto zone = meta->find("client_time_zone");
+      if (zone == meta->end() || !zone->is_string()) return std::nullopt;
+      return zone->get<std::string>();
+    }
+    return std::nullopt;
+  }
+  return std::nullopt;
 }
 
 void Agent::Append(std::vector<EventDraft> drafts, std::vector<std::string> consume,

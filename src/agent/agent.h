@@ -83,6 +83,9 @@ class Agent : public std::enable_shared_from_this<Agent> {
   static session::EventDraft UserDraft(const InboxMessage& m);
   ModelRequest BuildRequest();  // extends conversation_ first
   ToolContext MakeToolContext() const;
+  // The client_time_zone in the meta of the running turn's first user
+  // message (from the log, so a continued turn keeps it); nullopt if none.
+  std::optional<std::string> TurnClientZone() const;
   bool ToolAllowed(const std::string& name) const;
 
   // Appends (and, with `consume`, marks those messages consumed in the same

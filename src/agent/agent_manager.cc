@@ -174,6 +174,8 @@ void AgentManager::ResumeWith(const std::string& session_id, std::vector<InboxMe
 void AgentManager::Activate(session::SessionHeader header, std::vector<session::Event> events,
                             std::vector<InboxMessage> pending) {
   std::string id = header.id;
+  std::optional<session::SessionHeader> observed;  // the agent's own copy is strand state
+  if (!observers_.empty()) observed = header;
   auto agent = std::make_shared<Agent>(*this, std::move(header), std::move(events));
   std::vector<std::function<void(Status)>> waiters;
   bool live = false;
@@ -195,6 +197,9 @@ void AgentManager::Activate(session::SessionHeader header, std::vector<session::
   Status st = Status::Ok();
   if (live) {
     agent->Start(std::move(pending));
+    for (const AgentObserver& o : observers_) {
+      if (o.live) o.live(*observed);
+    }
   } else {
     st = Status(codes::kShuttingDown, "the host is stopping");
   }
@@ -359,10 +364,20 @@ void AgentManager::AgentStopped(const std::string& session_id, Agent* agent) {
                 }
               });
   }
-  std::lock_guard lock(mu_);
-  auto it = live_.find(session_id);
-  if (it != live_.end() && it->second.agent.get() == agent) live_.erase(it);
-  settled_cv_.notify_all();
+  bool was_live = false;
+  {
+    std::lock_guard lock(mu_);
+    auto it = live_.find(session_id);
+    if (it != live_.end() && it->second.agent.get() == agent) {
+      live_.erase(it);
+      was_live = true;
+    }
+    settled_cv_.notify_all();
+  }
+  if (!was_live) return;
+  for (const AgentObserver& o : observers_) {
+    if (o.stopped) o.stopped(session_id);
+  }
 }
 
 void AgentManager::StopAgents(std::vector<std::shared_ptr<Agent>> agents, bool only_if_idle) {

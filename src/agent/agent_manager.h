@@ -42,7 +42,22 @@ struct AgentEnvironment {
   std::function<PresetView(const std::optional<std::string>& preset)> preset;
   // Context plugins contribute to every request, appended to the system
   // prompt in order ("Current time: ..."). May return "" to add nothing.
-  std::vector<std::function<std::string(const session::SessionHeader&)>> context;
+  // `client_time_zone` is the zone of the person whose message started the
+  // turn (see ToolContext::client_time_zone), when known.
+  using ContextFn =
+      std::function<std::string(const session::SessionHeader&, const std::optional<std::string>& client_time_zone)>;
+  std::vector<ContextFn> context;
+};
+
+// Plugins that keep state per live agent (the schedule plugin's reminder
+// owner) observe agents of this host going live and stopping. Callbacks run
+// on io threads, outside the manager's lock, and must not block.
+struct AgentObserver {
+  // The session's agent went live here (it has started; the header as stored).
+  std::function<void(const session::SessionHeader& header)> live;
+  // That agent stopped for good (evicted, lease lost, host stopping); it is
+  // no longer in the live map when this runs.
+  std::function<void(const std::string& session_id)> stopped;
 };
 
 struct AgentManagerOptions {
@@ -102,6 +117,11 @@ class AgentManager {
   ~AgentManager();
 
   static std::vector<store::Migration> Migrations() { return agent_store::Migrations(); }
+
+  // Registration, before Start(): a context contributor for every model
+  // request, and an observer of agents going live and stopping.
+  void AddContext(AgentEnvironment::ContextFn context) { environment_.context.push_back(std::move(context)); }
+  void AddObserver(AgentObserver observer) { observers_.push_back(std::move(observer)); }
 
   // Starts the sweep timer (lease renewal, eviction, pending messages). The
   // first sweep runs at once, so pending messages of a previous run resume.
@@ -188,6 +208,7 @@ class AgentManager {
   const ToolRegistry& tools_;
   const Clock& clock_;
   AgentEnvironment environment_;
+  std::vector<AgentObserver> observers_;  // filled before Start, read-only after
   AgentManagerOptions options_;
   std::string holder_;
 

@@ -51,6 +51,17 @@ class EchoTool final : public TypedTool<EchoArgs> {
   std::vector<ToolContext> calls_;
 };
 
+// Offered to root sessions only.
+class RootOnlyTool final : public TypedTool<EchoArgs> {
+ public:
+  RootOnlyTool()
+      : TypedTool("root_echo", ObjectSchema<EchoArgs>("Root only.").Field("text", &EchoArgs::text, "what to say")) {}
+  bool root_only() const override { return true; }
+
+ protected:
+  void Run(const ToolContext&, EchoArgs args, Done done) override { done(Json{{"said", args.text}}); }
+};
+
 class AgentTest : public ::testing::Test {
  protected:
   void SetUp() override { Open(); }
@@ -82,7 +93,11 @@ class AgentTest : public ::testing::Test {
       if (preset == std::optional<std::string>("no_tools")) v.all_tools = false;
       return v;
     };
-    env.context.push_back([](const session::SessionHeader& h) { return "Session: " + h.id; });
+    env.context.push_back([this](const session::SessionHeader& h, const std::optional<std::string>& zone) {
+      std::lock_guard lock(context_mu_);
+      context_zones_.push_back(zone);
+      return "Session: " + h.id;
+    });
     return std::make_unique<AgentManager>(ioc_, *db_, *sessions_, *router_ptr_, tools_, clock_, env, options);
   }
 
@@ -189,6 +204,8 @@ class AgentTest : public ::testing::Test {
   std::vector<std::thread> threads_;
   std::unique_ptr<AgentManager> manager_;
   std::unique_ptr<AgentManager> second_;
+  std::mutex context_mu_;
+  std::vector<std::optional<std::string>> context_zones_;  // GUARDED_BY(context_mu_) per model request
 };
 
 TEST_F(AgentTest, DeliveredMessageToIdleAgentRunsATurn) {
@@ -244,6 +261,87 @@ TEST_F(AgentTest, ToolCallRunsAndItsResultReachesTheNextRequest) {
   EXPECT_TRUE(echo->calls()[0].agent_call);
   EXPECT_EQ(echo->calls()[0].model, "m1");
   EXPECT_EQ(Texts(log, et::kAssistantMessage).back(), "done");
+}
+
+TEST_F(AgentTest, TheClientZoneOfTheMessageThatStartedATurnReachesItsToolsAndContext) {
+  auto tool = std::make_unique<EchoTool>();
+  EchoTool* echo = tool.get();
+  ASSERT_TRUE(tools_.Register(std::move(tool), "test").ok());
+  model_.Push(ScriptedModel::ToolCalls({{"call_1", "echo_args", R"({"text":"a"})"}}));
+  model_.Push(ScriptedModel::Text("done"));
+  model_.Push(ScriptedModel::ToolCalls({{"call_2", "echo_args", R"({"text":"b"})"}}));
+  model_.Push(ScriptedModel::Text("done"));
+  std::string id = CreateSession();
+  std::promise<Result<Delivered>> p;
+  manager_->Deliver(Delivery{id, "from the browser", DeliveryMode::kSteer, true, std::nullopt,
+                             Json{{"origin", "api"}, {"client_time_zone", "Asia/Shanghai"}}},
+                    [&](Result<Delivered> r) { p.set_value(std::move(r)); });
+  ASSERT_TRUE(p.get_future().get().ok());
+  waiter_.WaitForTurnEnds(id, 1);
+  ASSERT_TRUE(Deliver(id, "from the CLI").ok());
+  waiter_.WaitForTurnEnds(id, 2);
+  ASSERT_EQ(echo->calls().size(), 2u);
+  EXPECT_EQ(echo->calls()[0].client_time_zone, std::optional<std::string>("Asia/Shanghai"));
+  EXPECT_EQ(echo->calls()[1].client_time_zone, std::nullopt) << "a turn without a client zone has none";
+  std::lock_guard lock(context_mu_);
+  ASSERT_EQ(context_zones_.size(), 4u);
+  EXPECT_EQ(context_zones_[0], std::optional<std::string>("Asia/Shanghai"));
+  EXPECT_EQ(context_zones_[1], std::optional<std::string>("Asia/Shanghai")) << "every step of the turn";
+  EXPECT_EQ(context_zones_[2], std::nullopt);
+}
+
+TEST_F(AgentTest, RootOnlyToolsAreOfferedToRootSessionsOnly) {
+  ASSERT_TRUE(tools_.Register(std::make_unique<RootOnlyTool>(), "test").ok());
+  std::string root = CreateSession();
+  session::NewSession child;
+  child.route = {"scripted", "m1", std::nullopt};
+  child.delegation_depth = 1;
+  std::promise<Result<session::SessionHeader>> made;
+  manager_->Create(child, [&](Result<session::SessionHeader> r) { made.set_value(std::move(r)); });
+  auto child_header = made.get_future().get();
+  ASSERT_TRUE(child_header.ok()) << child_header.status().ToString();
+  model_.Push(ScriptedModel::Text("root"));
+  model_.Push(ScriptedModel::ToolCalls({{"c1", "root_echo", R"({"text":"x"})"}}));
+  model_.Push(ScriptedModel::Text("child"));
+  ASSERT_TRUE(Deliver(root, "hi").ok());
+  waiter_.WaitForTurnEnds(root, 1);
+  ASSERT_TRUE(Deliver(child_header->id, "hi").ok());
+  auto log = waiter_.WaitForTurnEnds(child_header->id, 1);
+  auto requests = model_.requests();
+  ASSERT_EQ(requests.size(), 3u);
+  ASSERT_EQ(requests[0].tools.size(), 1u);
+  EXPECT_EQ(requests[0].tools[0].name, "root_echo");
+  EXPECT_TRUE(requests[1].tools.empty()) << "a delegated session does not see it";
+  std::vector<std::string> codes;
+  for (const auto& e : log) {
+    if (e.type == et::kToolResult) codes.push_back(e.data["error"]["code"]);
+  }
+  EXPECT_EQ(codes, std::vector<std::string>{"unknown_tool"}) << "nor can it call it";
+}
+
+TEST_F(AgentTest, ObserversSeeAgentsGoLiveAndStop) {
+  std::mutex mu;
+  std::vector<std::string> seen;
+  AgentObserver observer;
+  observer.live = [&](const session::SessionHeader& h) {
+    std::lock_guard lock(mu);
+    seen.push_back("live " + h.id);
+  };
+  observer.stopped = [&](const std::string& id) {
+    std::lock_guard lock(mu);
+    seen.push_back("stopped " + id);
+  };
+  manager_->Stop();
+  manager_ = MakeManager();
+  manager_->AddObserver(observer);
+  manager_->Start();
+  std::string id = CreateSession();
+  manager_->EvictIdleForTesting();
+  ASSERT_TRUE(manager_->WaitUntilNotLive(id, 5s));
+  ASSERT_TRUE(Resume(*manager_, id).ok());
+  manager_->Stop();
+  std::lock_guard lock(mu);
+  EXPECT_EQ(seen, (std::vector<std::string>{"live " + id, "stopped " + id, "live " + id, "stopped " + id}));
 }
 
 TEST_F(AgentTest, BadToolArgumentsReachTheModelAsAnError) {

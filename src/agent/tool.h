@@ -26,6 +26,10 @@ struct ToolContext {
   std::optional<std::string> preset;
   std::optional<std::string> cwd;  // the calling agent's session cwd
   bool agent_call = false;  // true for a model's tool call inside a turn
+  // The zone of the person behind this call (canonical IANA name): the
+  // `client_time_zone` of an HTTP tool call or command, or, inside a turn,
+  // that of the message that started the turn. Absent when unknown.
+  std::optional<std::string> client_time_zone;
 };
 
 // One tool. Implementations are thread-safe: Invoke may be called from any
@@ -39,6 +43,10 @@ class Tool {
   virtual const std::string& description() const = 0;
   // The JSON Schema of the arguments, as sent to models.
   virtual const Json& parameters() const = 0;
+  // True for a tool offered only to root sessions (delegation depth 0): a
+  // child session's agent does not see it, and the registry answers a call
+  // whose context is deeper with `unknown_tool`.
+  virtual bool root_only() const { return false; }
   // Validates `args` and runs the tool. `done` is called exactly once, on any
   // thread, with the result or an error (`invalid_arguments` for bad args,
   // before anything runs).

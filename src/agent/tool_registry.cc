@@ -31,7 +31,9 @@ std::vector<const Tool*> ToolRegistry::List() const {
 
 void ToolRegistry::Invoke(std::string_view name, const ToolContext& ctx, const Json& args, Tool::Done done) const {
   Tool* tool = Find(name);
-  if (tool == nullptr) return done(Status(codes::kUnknownTool, "no tool named '" + std::string(name) + "'"));
+  if (tool == nullptr || (tool->root_only() && ctx.delegation_depth > 0)) {
+    return done(Status(codes::kUnknownTool, "no tool named '" + std::string(name) + "'"));
+  }
   tool->Invoke(ctx, args, std::move(done));
 }
 

@@ -26,8 +26,8 @@ class ToolRegistry {
   // The group a registered tool was registered with ("" when unknown).
   const std::string& GroupOf(std::string_view name) const;
 
-  // Looks `name` up and invokes it; an unknown name completes with
-  // `unknown_tool`.
+  // Looks `name` up and invokes it; an unknown name, or a root-only tool
+  // called from a delegated session, completes with `unknown_tool`.
   void Invoke(std::string_view name, const ToolContext& ctx, const Json& args, Tool::Done done) const;
 
  private:

@@ -18,6 +18,9 @@ struct CommandCall {
   // The calling ("current local") session; empty for a root call. Commands
   // that call tools pass it on as the tool's calling session.
   std::optional<std::string> session_id;
+  // The zone of the person's browser for this request (`client_time_zone`,
+  // canonical IANA name), when it sent one; passed on to the tools it calls.
+  std::optional<std::string> client_time_zone;
 };
 
 // What a command answers: text for a person, data for programs.

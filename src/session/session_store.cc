@@ -607,6 +607,11 @@ void SessionStore::GetAsync(std::string id, Callback<SessionHeader> done) {
   ReadAsync<SessionHeader>([id = std::move(id)](Tx& tx) { return GetTx(tx, id); }, std::move(done));
 }
 
+Result<std::vector<Event>> SessionStore::ReadEventsIn(Tx& tx, const std::string& id, int64_t after_seq,
+                                                      int64_t limit) {
+  return ReadEventsTx(tx, id, after_seq, limit);
+}
+
 Result<std::vector<Event>> SessionStore::ReadEvents(const std::string& id, int64_t after_seq, int64_t limit) {
   return db_.ReadValue<std::vector<Event>>([&](Tx& tx) { return ReadEventsTx(tx, id, after_seq, limit); });
 }
@@ -643,6 +648,15 @@ Result<std::vector<std::string>> SessionStore::SessionsWithEventType(const std::
 Result<SessionHeader> SessionStore::Fork(const std::string& parent_id, int64_t seed_length, const NewSession& child) {
   return db_.WriteValue<SessionHeader>(
       [&](Tx& tx) { return ForkTx(tx, parent_id, seed_length, child, ToUnixMillis(clock_.Now()), clock_); });
+}
+
+void SessionStore::ForkAsync(std::string parent_id, int64_t seed_length, NewSession child,
+                             Callback<SessionHeader> done) {
+  WriteAsync<SessionHeader>(
+      [this, parent_id = std::move(parent_id), seed_length, child = std::move(child)](Tx& tx) {
+        return ForkTx(tx, parent_id, seed_length, child, ToUnixMillis(clock_.Now()), clock_);
+      },
+      std::move(done));
 }
 
 Result<std::map<std::string, Titles>> SessionStore::ReadTitles(const std::vector<std::string>& ids) {

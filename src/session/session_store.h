@@ -69,6 +69,10 @@ class SessionStore {
   void AppendWithAsync(std::string session_id, std::vector<EventDraft> events, AlsoFn also,
                        Callback<std::vector<Event>> done);
 
+  // ReadEvents inside a transaction of the caller's (an AlsoFn or a job).
+  static Result<std::vector<Event>> ReadEventsIn(store::Tx& tx, const std::string& session_id, int64_t after_seq,
+                                                 int64_t limit);
+
   Result<SessionHeader> Get(const std::string& session_id);
   void GetAsync(std::string session_id, Callback<SessionHeader> done);
 
@@ -84,6 +88,7 @@ class SessionStore {
   // A new session whose events 1..seed_length are copies of the parent's;
   // records parent_id and seed_length. 0 <= seed_length <= parent's last_seq.
   Result<SessionHeader> Fork(const std::string& parent_id, int64_t seed_length, const NewSession& child);
+  void ForkAsync(std::string parent_id, int64_t seed_length, NewSession child, Callback<SessionHeader> done);
 
   // Moves the oldest events of the append-ordered `events_recent` table into
   // the session-clustered `events` table: at most `max_rows`, and no more

@@ -126,6 +126,10 @@ const Spec& RootSpec() {
                            "a mapping of workspace ids to absolute paths")},
       {"interface", Map({{"global_session", Bool()}})},
       {"agents", Map({{"idle_eviction", Int(1, 31'536'000)}, {"max_steps", Int(1, 10'000)}})},
+      {"plugins", Map({{"loop", Map({{"enabled", Bool()}})},
+                       {"sessions", Map({{"enabled", Bool()}})},
+                       {"schedule", Map({{"enabled", Bool()}})},
+                       {"time_context", Map({{"enabled", Bool()}})}})},
   }));
   return *spec;
 }
@@ -335,6 +339,14 @@ Config Decode(const YAML::Node& root) {
   if (auto s = root["agents"]; s && s.IsMap()) {
     if (s["idle_eviction"]) c.agents.idle_eviction_seconds = s["idle_eviction"].as<int64_t>();
     if (s["max_steps"]) c.agents.max_steps = s["max_steps"].as<int64_t>();
+  }
+  if (auto s = root["plugins"]; s && s.IsMap()) {
+    for (auto [name, enabled] : {std::pair<const char*, bool*>{"loop", &c.plugins.loop},
+                                 {"sessions", &c.plugins.sessions},
+                                 {"schedule", &c.plugins.schedule},
+                                 {"time_context", &c.plugins.time_context}}) {
+      if (auto p = s[name]; p && p.IsMap() && p["enabled"]) *enabled = p["enabled"].as<bool>();
+    }
   }
   return c;
 }

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 
 #include "base/testing/temp_dir.h"
@@ -30,6 +32,10 @@ TEST(Config, DefaultsWithoutAnyFile) {
   EXPECT_TRUE(c->interface.global_session);
   EXPECT_EQ(c->agents.idle_eviction_seconds, 600);
   EXPECT_EQ(c->agents.max_steps, 50);
+  EXPECT_TRUE(c->plugins.loop);
+  EXPECT_TRUE(c->plugins.sessions);
+  EXPECT_FALSE(c->plugins.schedule);
+  EXPECT_FALSE(c->plugins.time_context);
 }
 
 TEST(Config, PatchesMergeDeeplyAndLaterWins) {
@@ -267,6 +273,16 @@ TEST(Config, ABadNewKeyValueNamesTheFileAndTheFullKeyPath) {
       {"agents:\n  max_steps: 10001\n", "`agents.max_steps` must be an integer from 1 to 10000"},
       {"agents:\n  max_steps: ten\n", "`agents.max_steps` must be an integer"},
       {"agents:\n  steps: 3\n", "unknown key `agents.steps` (known here: idle_eviction, max_steps)"},
+      {"plugins:\n  reminders: {enabled: true}\n",
+       "unknown key `plugins.reminders` (known here: loop, schedule, sessions, time_context)"},
+      {"plugins:\n  schedule: {enabled: true, every: 5}\n",
+       "unknown key `plugins.schedule.every` (known here: enabled)"},
+      {"plugins:\n  schedule: {enabled: maybe}\n",
+       "`plugins.schedule.enabled` must be true or false (got \"maybe\")"},
+      {"plugins:\n  time_context: {enabled: [true]}\n",
+       "`plugins.time_context.enabled` must be true or false (got a list)"},
+      {"plugins:\n  loop: true\n", "`plugins.loop` must be a mapping (got \"true\")"},
+      {"plugins: [schedule]\n", "`plugins` must be a mapping (got a list)"},
       // Checked once the files are merged.
       {"providers:\n  x: {api_key_env: K}\n",
        "`providers.x.base_url` is required for a provider of type openai"},
@@ -351,6 +367,56 @@ TEST(Config, AListInAPatchReplacesTheWholeList) {
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_FALSE(c->FindPreset("coder")->all_tools);
   EXPECT_TRUE(c->FindPreset("coder")->tool_groups.empty());
+}
+
+TEST(Config, PluginsAreSwitchedOnAndOffByName) {
+  auto c = ParseConfigText("x.yml",
+                           "plugins:\n  loop: {enabled: false}\n  sessions: {enabled: false}\n"
+                           "  schedule: {enabled: true}\n  time_context: {enabled: true}\n");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_FALSE(c->plugins.loop);
+  EXPECT_FALSE(c->plugins.sessions);
+  EXPECT_TRUE(c->plugins.schedule);
+  EXPECT_TRUE(c->plugins.time_context);
+  // An empty section or an entry without `enabled` keeps the default.
+  auto empty = ParseConfigText("x.yml", "plugins:\n  schedule: {}\n  loop: ~\n");
+  ASSERT_TRUE(empty.ok()) << empty.status().ToString();
+  EXPECT_TRUE(empty->plugins.loop);
+  EXPECT_FALSE(empty->plugins.schedule);
+}
+
+TEST(Config, APatchTurnsOnePluginOnAndKeepsTheOthers) {
+  dsh::testing::TempDir dir;
+  Write(dir.File("dsh.yml"), "plugins:\n  loop: {enabled: false}\n  time_context: {enabled: true}\n");
+  Write(dir.File("p.yml"), "plugins:\n  schedule: {enabled: true}\n  time_context: {enabled: false}\n");
+  auto c = LoadConfig({{dir.File("dsh.yml"), true}, {dir.File("p.yml")}});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_FALSE(c->plugins.loop);          // kept from dsh.yml
+  EXPECT_TRUE(c->plugins.sessions);       // the default
+  EXPECT_TRUE(c->plugins.schedule);       // turned on by the patch
+  EXPECT_FALSE(c->plugins.time_context);  // the patch wins
+}
+
+// The overlay of spec 001's README: `dsh web --patch examples/web-schedule/cordis.yml`.
+TEST(Config, TheWebScheduleExampleTurnsOnScheduleAndTimeContext) {
+  const char* env = std::getenv("DSH_SOURCE_DIR");  // set by CTest (cmake/dsh.cmake)
+  std::filesystem::path root =
+      env ? std::filesystem::path(env) : std::filesystem::path(DSH_SOURCE_DIR_FALLBACK);
+  std::string example = (root / "examples/web-schedule/cordis.yml").string();
+  ASSERT_TRUE(std::filesystem::exists(example)) << example;
+  dsh::testing::TempDir dir;
+  auto c = LoadConfig({{dir.File("dsh.yml"), true}, {example}});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->plugins.schedule);
+  EXPECT_TRUE(c->plugins.time_context);
+  EXPECT_TRUE(c->plugins.loop);
+  EXPECT_TRUE(c->plugins.sessions);
+  // Nothing else changes: the rest is the default configuration.
+  auto defaults = LoadConfig({{dir.File("dsh.yml"), true}});
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(c->server.port, defaults->server.port);
+  EXPECT_EQ(c->presets.size(), defaults->presets.size());
+  EXPECT_EQ(c->model, defaults->model);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "base/schema.h"
+#include "time/time_zone.h"
 
 namespace dsh::server {
 namespace {
@@ -101,30 +102,74 @@ Result<int64_t> QueryInt(const HttpRequest& req, std::string_view name, int64_t 
   return host::QueryInt(req.query, name, fallback, min, max);
 }
 
+// `client_time_zone`, accepted by the routes that act for a person: the zone
+// of their browser, as an IANA name the time layer accepts; stored canonical
+// (a link such as "Asia/Calcutta" becomes "Asia/Kolkata").
+constexpr const char* kClientTimeZone = "client_time_zone";
+
+Status DecodeClientTimeZone(const Json& value, std::optional<std::string>& out) {
+  std::string name;
+  DSH_RETURN_IF_ERROR(
+      schema_detail::DecodeString(value, kClientTimeZone, StringRule{.non_empty = false}, name));
+  auto zone = ResolveTimeZone(name);
+  if (!zone.ok()) {
+    return Status(zone.status().code(), "`" + std::string(kClientTimeZone) + "`: " + zone.status().message());
+  }
+  out = zone->name();
+  return Status::Ok();
+}
+
+// The field of a body schema holding DecodeClientTimeZone's result.
+template <typename T>
+ObjectSchema<T>& WithClientTimeZone(ObjectSchema<T>& schema, std::optional<std::string> T::*member) {
+  Json json_schema = {{"type", "string"},
+                      {"description", "the IANA time zone of the person's browser, e.g. \"Europe/Paris\""}};
+  return schema.Raw(
+      kClientTimeZone, false, std::move(json_schema),
+      [member](const Json& v, const std::string&, T& out) { return DecodeClientTimeZone(v, out.*member); });
+}
+
 // The body of POST /api/sessions/{id}/messages.
 struct MessageBody {
   std::string message;
   std::optional<std::string> mode;
   std::optional<std::string> key;
+  std::optional<std::string> client_time_zone;
 };
 const ObjectSchema<MessageBody>& MessageBodySchema() {
-  static const auto* schema = new ObjectSchema<MessageBody>(
+  static const auto* schema = new ObjectSchema<MessageBody>(WithClientTimeZone(
       ObjectSchema<MessageBody>("A message for a session's agent.")
           .Field("message", &MessageBody::message, "the text", StringRule{.non_empty = true, .trim = true})
           .Optional("mode", &MessageBody::mode, "steer (default) or followup",
                     StringRule{.non_empty = true, .trim = false, .one_of = {"steer", "followup"}})
-          .Optional("key", &MessageBody::key, "idempotency key: a second message with it is not delivered"));
+          .Optional("key", &MessageBody::key, "idempotency key: a second message with it is not delivered"),
+      &MessageBody::client_time_zone));
   return *schema;
 }
 
 // The body of POST /api/sessions.
 struct CreateBody {
   std::optional<std::string> preset;
+  std::optional<std::string> client_time_zone;  // the new session's time_zone
 };
 const ObjectSchema<CreateBody>& CreateBodySchema() {
-  static const auto* schema = new ObjectSchema<CreateBody>(
+  static const auto* schema = new ObjectSchema<CreateBody>(WithClientTimeZone(
       ObjectSchema<CreateBody>("A new session with the default model.")
-          .Optional("preset", &CreateBody::preset, "preset id (default: the profile's default preset)"));
+          .Optional("preset", &CreateBody::preset, "preset id (default: the profile's default preset)"),
+      &CreateBody::client_time_zone));
+  return *schema;
+}
+
+// The body of POST /api/sessions/{id}/fork.
+struct ForkBody {
+  std::optional<int64_t> seed_length;
+};
+const ObjectSchema<ForkBody>& ForkBodySchema() {
+  static const auto* schema = new ObjectSchema<ForkBody>(
+      ObjectSchema<ForkBody>("A fork of a session.")
+          .Optional("seed_length", &ForkBody::seed_length,
+                    "how many of the parent's events the child starts with (default: all)",
+                    IntRule{.positive = false, .min = 0}));
   return *schema;
 }
 
@@ -152,6 +197,7 @@ const std::vector<Api::Route>& Api::Routes() {
       {"POST", "/api/sessions/{id}/messages", &Api::PostMessage},
       {"POST", "/api/sessions", &Api::CreateSession},
       {"POST", "/api/sessions/{id}/cancel", &Api::CancelTurn},
+      {"POST", "/api/sessions/{id}/fork", &Api::ForkSession},
       {"GET", "/api/host", &Api::HostInfo},
   };
   return kRoutes;
@@ -281,9 +327,14 @@ void Api::CallTool(const PathParams& params, HttpRequest req, Respond respond) c
         return respond(HttpResponse::FromError(InvalidArguments("`session_id` must be a non-empty string")));
       }
       ctx.session_id = value.get<std::string>();
+    } else if (key == kClientTimeZone) {
+      if (Status st = DecodeClientTimeZone(value, ctx.client_time_zone); !st.ok()) {
+        return respond(HttpResponse::FromError(st));
+      }
     } else {
-      return respond(HttpResponse::FromError(InvalidArguments(
-          "unknown property `" + key + "` in the request body (expected args, session_id)")));
+      return respond(HttpResponse::FromError(
+          InvalidArguments("unknown property `" + key +
+                           "` in the request body (expected args, session_id, client_time_zone)")));
     }
   }
   services_.tools.Invoke(name, ctx, args, [respond = std::move(respond)](Result<Json> result) {
@@ -314,9 +365,14 @@ void Api::RunCommand(const PathParams&, HttpRequest req, Respond respond) const 
         return respond(HttpResponse::FromError(InvalidArguments("`session_id` must be a non-empty string")));
       }
       call.session_id = value.get<std::string>();
+    } else if (key == kClientTimeZone) {
+      if (Status st = DecodeClientTimeZone(value, call.client_time_zone); !st.ok()) {
+        return respond(HttpResponse::FromError(st));
+      }
     } else {
-      return respond(HttpResponse::FromError(InvalidArguments(
-          "unknown property `" + key + "` in the request body (expected text, session_id)")));
+      return respond(HttpResponse::FromError(
+          InvalidArguments("unknown property `" + key +
+                           "` in the request body (expected text, session_id, client_time_zone)")));
     }
   }
   if (!text) {
@@ -339,6 +395,8 @@ void Api::PostMessage(const PathParams& params, HttpRequest req, Respond respond
   d.mode = agent::ParseDeliveryMode(body->mode.value_or("steer")).value_or(agent::DeliveryMode::kSteer);
   d.key = std::move(body->key);
   d.meta = Json{{"origin", "api"}};
+  // The agent reads the zone of a turn from the message that started it.
+  if (body->client_time_zone) d.meta[kClientTimeZone] = *body->client_time_zone;
   services_.host->agents().Deliver(std::move(d), [respond = std::move(respond)](Result<agent::Delivered> r) {
     if (!r.ok()) return respond(HttpResponse::FromError(r.status()));
     respond(HttpResponse::FromJson(200, Json{{"message_id", r->message_id}, {"duplicate", r->duplicate}}));
@@ -358,10 +416,51 @@ void Api::CreateSession(const PathParams&, HttpRequest req, Respond respond) con
     }
     s.preset = body->preset;
   }
+  if (body->client_time_zone) s.time_zone = *body->client_time_zone;  // else the host's zone
   s.origin = "api";
   host.agents().Create(std::move(s), [respond = std::move(respond)](Result<session::SessionHeader> h) {
     if (!h.ok()) return respond(HttpResponse::FromError(h.status()));
     respond(HttpResponse::FromJson(201, Json{{"session", session::HeaderToJson(*h)}}));
+  });
+}
+
+void Api::ForkSession(const PathParams& params, HttpRequest req, Respond respond) const {
+  if (services_.sessions == nullptr) return respond(Unavailable("the session store"));
+  if (Status st = CheckQuery(req, {}); !st.ok()) return respond(HttpResponse::FromError(st));
+  auto body = DecodeBody(req, ForkBodySchema());
+  if (!body.ok()) return respond(HttpResponse::FromError(body.status()));
+  session::SessionStore& store = *services_.sessions;
+  const std::string& id = params.at("id");
+  // The child is cold: nothing here reaches the agents. The parent's header
+  // gives the default seed and what the child inherits; its log only grows,
+  // so a seed checked against it stays valid for the fork.
+  store.GetAsync(id, [&store, id, seed_length = body->seed_length,
+                      respond = std::move(respond)](Result<session::SessionHeader> parent) mutable {
+    if (!parent.ok()) return respond(HttpResponse::FromError(parent.status()));
+    const int64_t seed = seed_length.value_or(parent->last_seq);
+    if (seed > parent->last_seq) {
+      return respond(HttpResponse::FromError(
+          InvalidArguments("`seed_length` (" + std::to_string(seed) + ") is beyond the last seq of session " +
+                           id + " (" + std::to_string(parent->last_seq) + ")")));
+    }
+    session::NewSession child;
+    child.cwd = parent->cwd;
+    child.preset = parent->preset;
+    child.route = parent->route;
+    child.time_zone = parent->time_zone;
+    child.delegation_depth = parent->delegation_depth;
+    child.origin = "fork";
+    store.ForkAsync(id, seed, std::move(child),
+                    [respond = std::move(respond)](Result<session::SessionHeader> h) {
+                      if (!h.ok()) {
+                        Status st = h.status();
+                        // The store's own range check (seed_length is the only input left).
+                        if (st.code() == codes::kInvalidArguments)
+                          st = InvalidArguments("`seed_length`: " + st.message());
+                        return respond(HttpResponse::FromError(st));
+                      }
+                      respond(HttpResponse::FromJson(201, Json{{"session", session::HeaderToJson(*h)}}));
+                    });
   });
 }
 

@@ -73,6 +73,7 @@ class Api {
   void PostMessage(const PathParams& params, HttpRequest req, Respond respond) const;
   void CreateSession(const PathParams& params, HttpRequest req, Respond respond) const;
   void CancelTurn(const PathParams& params, HttpRequest req, Respond respond) const;
+  void ForkSession(const PathParams& params, HttpRequest req, Respond respond) const;
   void HostInfo(const PathParams& params, HttpRequest req, Respond respond) const;
   void StreamWithoutUpgrade(const PathParams& params, HttpRequest req, Respond respond) const;
   void CallExtraRoute(const host::HttpRoute& route, PathParams params, HttpRequest req, Respond respond) const;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <future>
 #include <thread>
@@ -16,15 +17,24 @@ struct EchoArgs {
   std::string text;
 };
 
-// Echoes its argument and the calling session.
+// Echoes its argument, the calling session and the client's zone; counts
+// its calls.
 class EchoTool final : public agent::TypedTool<EchoArgs> {
  public:
-  EchoTool() : TypedTool("echo", ObjectSchema<EchoArgs>("Echo.").Field("text", &EchoArgs::text, "Text.")) {}
+  explicit EchoTool(std::atomic<int>& calls)
+      : TypedTool("echo", ObjectSchema<EchoArgs>("Echo.").Field("text", &EchoArgs::text, "Text.")),
+        calls_(calls) {}
 
  protected:
   void Run(const agent::ToolContext& ctx, EchoArgs args, Done done) override {
-    done(Json{{"text", args.text}, {"session_id", ctx.session_id ? Json(*ctx.session_id) : Json(nullptr)}});
+    ++calls_;
+    done(Json{{"text", args.text},
+              {"session_id", ctx.session_id ? Json(*ctx.session_id) : Json(nullptr)},
+              {"client_time_zone", ctx.client_time_zone ? Json(*ctx.client_time_zone) : Json(nullptr)}});
   }
+
+ private:
+  std::atomic<int>& calls_;
 };
 
 // Completes only when the test says so, to hold a request in flight.
@@ -50,7 +60,7 @@ class SlowTool final : public agent::Tool {
 class ApiTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(tools_.Register(std::make_unique<EchoTool>()).ok());
+    ASSERT_TRUE(tools_.Register(std::make_unique<EchoTool>(echo_calls_)).ok());
     auto slow = std::make_unique<SlowTool>();
     slow_ = slow.get();
     ASSERT_TRUE(tools_.Register(std::move(slow)).ok());
@@ -92,6 +102,7 @@ class ApiTest : public ::testing::Test {
   }
 
   boost::asio::io_context ioc_;
+  std::atomic<int> echo_calls_{0};
   agent::ToolRegistry tools_;
   SlowTool* slow_ = nullptr;
   std::unique_ptr<Api> api_;
@@ -121,9 +132,43 @@ TEST_F(ApiTest, ApiRequestsWithoutTheRightTokenAre401) {
 TEST_F(ApiTest, CallsAToolWithTheCallingSession) {
   auto r = Post("/api/tools/echo", R"({"args": {"text": "hi"}, "session_id": "ses_1"})");
   EXPECT_EQ(r.status, 200);
-  EXPECT_EQ(Json::parse(r.body), (Json{{"result", {{"text", "hi"}, {"session_id", "ses_1"}}}}));
+  EXPECT_EQ(Json::parse(r.body),
+            (Json{{"result", {{"text", "hi"}, {"session_id", "ses_1"}, {"client_time_zone", nullptr}}}}));
   auto root = Post("/api/tools/echo", R"({"args": {"text": "hi"}})");
   EXPECT_EQ(Json::parse(root.body)["result"]["session_id"], nullptr);
+}
+
+TEST_F(ApiTest, AToolCallCarriesTheClientTimeZoneCanonicalized) {
+  auto zone_of = [&](const std::string& body) {
+    auto r = Post("/api/tools/echo", body);
+    EXPECT_EQ(r.status, 200) << body << ": " << r.body;
+    return Json::parse(r.body, nullptr, false)["result"]["client_time_zone"];
+  };
+  EXPECT_EQ(zone_of(R"({"args": {"text": "hi"}, "client_time_zone": "Europe/Paris"})"), "Europe/Paris");
+  EXPECT_EQ(zone_of(R"({"args": {"text": "hi"}, "client_time_zone": "Asia/Calcutta"})"), "Asia/Kolkata");
+  EXPECT_EQ(zone_of(R"({"args": {"text": "hi"}, "client_time_zone": "US/Eastern"})"), "America/New_York");
+  EXPECT_EQ(zone_of(R"({"args": {"text": "hi"}, "client_time_zone": "UTC"})"), "UTC");
+  EXPECT_EQ(zone_of(R"({"args": {"text": "hi"}})"), nullptr);  // absent: unknown to the tool
+}
+
+TEST_F(ApiTest, ABadClientTimeZoneIsRefusedAndTheToolNeverRuns) {
+  for (const char* zone :
+       {R"("Mars/Olympus")", R"("CST")", R"("+08:00")", R"("Etc/GMT+8")", R"("")", R"("Japan")"}) {
+    auto r =
+        Post("/api/tools/echo", std::string(R"({"args": {"text": "hi"}, "client_time_zone": )") + zone + "}");
+    EXPECT_EQ(r.status, 400) << zone;
+    EXPECT_EQ(Code(r), "invalid_time_zone") << zone << ": " << r.body;
+    EXPECT_NE(r.body.find("`client_time_zone`"), std::string::npos) << r.body;
+  }
+  auto number = Post("/api/tools/echo", R"({"args": {"text": "hi"}, "client_time_zone": 8})");
+  EXPECT_EQ(number.status, 400);
+  EXPECT_EQ(Code(number), "invalid_arguments");
+  EXPECT_NE(number.body.find("`client_time_zone` must be a string"), std::string::npos) << number.body;
+  EXPECT_EQ(echo_calls_, 0);
+  // The list of known properties names it.
+  auto extra = Post("/api/tools/echo", R"({"args": {"text": "x"}, "client_zone": "UTC"})");
+  EXPECT_NE(extra.body.find("(expected args, session_id, client_time_zone)"), std::string::npos)
+      << extra.body;
 }
 
 TEST_F(ApiTest, UnknownToolIs404) {

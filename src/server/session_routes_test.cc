@@ -1,5 +1,7 @@
 // The session routes of the API over a real HttpServer and SQLite store:
-// GET /api/sessions/{id}/events and the WebSocket event stream.
+// GET /api/sessions/{id}/events, the WebSocket event stream and
+// POST /api/sessions/{id}/fork; then, over a real Host, POST /api/sessions
+// and POST /api/sessions/{id}/messages.
 #include <gtest/gtest.h>
 
 #include <boost/asio/io_context.hpp>
@@ -7,12 +9,15 @@
 #include <future>
 #include <thread>
 
+#include "agent/testing/event_waiter.h"
 #include "base/testing/temp_dir.h"
+#include "host/host.h"
 #include "server/api.h"
 #include "server/http_client.h"
 #include "server/http_server.h"
 #include "server/testing/ws_client.h"
 #include "store/sqlite_connection.h"
+#include "time/time_zone.h"
 
 namespace dsh::server {
 namespace {
@@ -85,9 +90,20 @@ class SessionRoutesTest : public ::testing::Test {
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     return r.ok() ? *r : HttpClientResponse{};
   }
+  HttpClientResponse Post(const std::string& target, const std::string& body) {
+    auto r = HttpRequestSync("POST", "http://127.0.0.1:" + std::to_string(port_) + target, body,
+                             {{"Authorization", "Bearer secret"}});
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : HttpClientResponse{};
+  }
   static std::string Code(const HttpClientResponse& r) {
     auto j = Json::parse(r.body, nullptr, false);
     return j.is_object() && j.contains("error") ? j["error"]["code"].get<std::string>() : "";
+  }
+  size_t SessionCount() {
+    auto all = store_->ListRecent(1000);
+    EXPECT_TRUE(all.ok()) << all.status().ToString();
+    return all.ok() ? all->size() : 0;
   }
   static std::vector<int64_t> Seqs(const Json& body) {
     std::vector<int64_t> out;
@@ -218,6 +234,103 @@ TEST_F(SessionRoutesTest, EventsOfAnUnknownSessionAre404AndNeedTheToken) {
   auto post = HttpRequestSync("POST", "http://127.0.0.1:" + std::to_string(port_) + "/api/sessions/s1/events",
                               "", {{"Authorization", "Bearer secret"}});
   EXPECT_EQ(post->status, 405);
+}
+
+// --- POST /api/sessions/{id}/fork ---
+
+TEST_F(SessionRoutesTest, ForkCopiesThePrefixAndInheritsTheParentsSettings) {
+  StartServer();
+  auto parent = store_->Create(session::NewSession{.id = "s1",
+                                                   .cwd = "/srv/app",
+                                                   .preset = "coder",
+                                                   .route = {"echo", "echo", "high"},
+                                                   .time_zone = "Asia/Calcutta"});
+  ASSERT_TRUE(parent.ok()) << parent.status().ToString();
+  Append("s1", 3);
+  auto r = Post("/api/sessions/s1/fork", R"({"seed_length": 2})");
+  ASSERT_EQ(r.status, 201) << r.body;
+  Json child = Json::parse(r.body)["session"];
+  EXPECT_EQ(child["parent_id"], "s1");
+  EXPECT_EQ(child["seed_length"], 2);
+  EXPECT_EQ(child["last_seq"], 2);
+  EXPECT_EQ(child["origin"], "fork");
+  EXPECT_EQ(child["time_zone"], "Asia/Kolkata");
+  EXPECT_EQ(child["preset"], "coder");
+  EXPECT_EQ(child["cwd"], "/srv/app");
+  EXPECT_EQ(child["route"], (Json{{"provider", "echo"}, {"model", "echo"}, {"reasoning_effort", "high"}}));
+  EXPECT_EQ(child["delegation_depth"], 0);
+  const std::string id = child["id"];
+  EXPECT_NE(id, "s1");
+  // The child is a stored session like any other; its events 1..2 are the parent's.
+  auto stored = store_->Get(id);
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  EXPECT_EQ(session::HeaderToJson(*stored), child);
+  Json copied = Json::parse(Get("/api/sessions/" + id + "/events").body);
+  Json original = Json::parse(Get("/api/sessions/s1/events?limit=2").body);
+  EXPECT_EQ(copied["events"], original["events"]);
+  EXPECT_EQ(copied["last_seq"], 2);
+  EXPECT_EQ(store_->Get("s1")->last_seq, 3);  // the parent is untouched
+}
+
+TEST_F(SessionRoutesTest, ForkWithoutASeedLengthCopiesTheWholeLog) {
+  StartServer();
+  NewSession();
+  Append("s1", 4);
+  for (const char* body : {"", "{}"}) {
+    auto r = Post("/api/sessions/s1/fork", body);
+    ASSERT_EQ(r.status, 201) << r.body;
+    Json child = Json::parse(r.body)["session"];
+    EXPECT_EQ(child["seed_length"], 4) << body;
+    EXPECT_EQ(child["last_seq"], 4) << body;
+    EXPECT_EQ(Seqs(Json::parse(Get("/api/sessions/" + child["id"].get<std::string>() + "/events").body)),
+              Range(1, 4));
+  }
+  // Seed 0: an empty child that still records its parent.
+  auto empty = Post("/api/sessions/s1/fork", R"({"seed_length": 0})");
+  ASSERT_EQ(empty.status, 201) << empty.body;
+  EXPECT_EQ(Json::parse(empty.body)["session"]["last_seq"], 0);
+  EXPECT_EQ(Json::parse(empty.body)["session"]["parent_id"], "s1");
+  // A fork of a fork.
+  std::string child = Json::parse(empty.body)["session"]["id"];
+  Append(child, 1);
+  auto grandchild = Post("/api/sessions/" + child + "/fork", "");
+  ASSERT_EQ(grandchild.status, 201) << grandchild.body;
+  EXPECT_EQ(Json::parse(grandchild.body)["session"]["parent_id"], child);
+  EXPECT_EQ(Json::parse(grandchild.body)["session"]["seed_length"], 1);
+}
+
+TEST_F(SessionRoutesTest, ForkErrorsNameTheProblemAndCreateNothing) {
+  StartServer();
+  NewSession();
+  Append("s1", 2);
+  const size_t before = SessionCount();
+
+  auto unknown = Post("/api/sessions/nope/fork", "{}");
+  EXPECT_EQ(unknown.status, 404);
+  EXPECT_EQ(Code(unknown), "not_found");
+
+  struct Case {
+    std::string body, named;
+  };
+  for (const Case& c : std::vector<Case>{
+           {R"({"seed_length": 3})", "`seed_length` (3) is beyond the last seq"},
+           {R"({"seed_length": -1})", "`seed_length`"},
+           {R"({"seed_length": 1.5})", "`seed_length`"},
+           {R"({"seed_length": "1"})", "`seed_length`"},
+           {R"({"seed_length": null})", "`seed_length`"},
+           {R"({"seed_length": 9007199254740992})", "`seed_length`"},
+           {R"({"seed": 1})", "unknown property `seed`"},
+           {R"({"seed_length": 1, "client_time_zone": "UTC"})", "unknown property `client_time_zone`"}}) {
+    auto r = Post("/api/sessions/s1/fork", c.body);
+    EXPECT_EQ(r.status, 400) << c.body;
+    EXPECT_EQ(Code(r), "invalid_arguments") << c.body << ": " << r.body;
+    EXPECT_NE(r.body.find(c.named), std::string::npos) << c.body << ": " << r.body;
+  }
+  EXPECT_EQ(Code(Post("/api/sessions/s1/fork", "[1]")), "invalid_json");
+  EXPECT_EQ(Code(Post("/api/sessions/s1/fork", "{")), "invalid_json");
+  EXPECT_EQ(Code(Post("/api/sessions/s1/fork?seed_length=1", "")), "invalid_arguments");
+  EXPECT_EQ(Get("/api/sessions/s1/fork").status, 405);
+  EXPECT_EQ(SessionCount(), before);
 }
 
 // --- WebSocket /api/sessions/{id}/stream ---
@@ -413,6 +526,167 @@ TEST_F(SessionRoutesTest, StopClosesStreamsWithGoingAwayAndTheIoContextFinishes)
   EXPECT_TRUE(StopServer());  // the io_context threads return
   // The stream's hub subscription is gone: appends after Stop go nowhere.
   Append("s1", 1);
+}
+
+// POST /api/sessions, POST /api/sessions/{id}/messages and the fork route
+// over a real Host (echo model, fake clock) on a temporary profile.
+class HostRoutesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    host::HostOptions options;
+    options.home = dir_.File("home");
+    options.clock = &clock_;
+    options.env = [](const std::string&) { return std::optional<std::string>(); };  // echo/echo
+    auto host = host::Host::Open(options);
+    ASSERT_TRUE(host.ok()) << host.status().ToString();
+    host_ = std::move(host).value();
+    waiter_ = std::make_unique<agent::testing::EventWaiter>(host_->events());
+    ASSERT_TRUE(host_->Start(2).ok());
+    api_ =
+        std::make_unique<Api>(Api::Options{"secret", "9.9.9"}, Api::Services{.tools = host_->tools(),
+                                                                             .sessions = &host_->sessions(),
+                                                                             .events = &host_->events(),
+                                                                             .host = host_.get()});
+    server_ = std::make_unique<HttpServer>(ioc_, HttpServer::Options{}, [this](HttpRequest req, Respond r) {
+      api_->Handle(std::move(req), std::move(r));
+    });
+    auto port = server_->Listen();
+    ASSERT_TRUE(port.ok()) << port.status().ToString();
+    base_ = "http://127.0.0.1:" + std::to_string(*port);
+    for (int i = 0; i < 2; ++i) threads_.emplace_back([this] { ioc_.run(); });
+  }
+  void TearDown() override {
+    if (server_) server_->Stop();
+    for (auto& t : threads_) t.join();
+    if (host_) host_->Close();
+    waiter_.reset();
+  }
+
+  HttpClientResponse Post(const std::string& target, const Json& body) {
+    auto r = HttpRequestSync("POST", base_ + target, body.dump(), {{"Authorization", "Bearer secret"}});
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : HttpClientResponse{};
+  }
+  static Json Error(const HttpClientResponse& r) {
+    auto j = Json::parse(r.body, nullptr, false);
+    return j.is_object() && j.contains("error") ? j["error"] : Json();
+  }
+  // POST /api/sessions; the new session's header.
+  Json Create(const Json& body = Json::object()) {
+    auto r = Post("/api/sessions", body);
+    EXPECT_EQ(r.status, 201) << r.body;
+    return Json::parse(r.body, nullptr, false)["session"];
+  }
+  size_t SessionCount() {
+    auto all = host_->sessions().ListRecent(1000);
+    EXPECT_TRUE(all.ok()) << all.status().ToString();
+    return all.ok() ? all->size() : 0;
+  }
+  agent::AgentStatus AgentStatusOf(const std::string& id) {
+    std::promise<agent::AgentStatus> p;
+    host_->agents().GetStatus(id, [&](agent::AgentStatus s) { p.set_value(s); });
+    return p.get_future().get();
+  }
+  // The `message/user` events of a session's log once `n` turns ended.
+  std::vector<session::Event> UserMessages(const std::string& id, size_t n) {
+    std::vector<session::Event> out;
+    for (auto& e : waiter_->WaitForTurnEnds(id, n)) {
+      if (e.type == "message/user") out.push_back(e);
+    }
+    return out;
+  }
+
+  dsh::testing::TempDir dir_;
+  FakeClock clock_;
+  std::unique_ptr<host::Host> host_;
+  std::unique_ptr<agent::testing::EventWaiter> waiter_;
+  boost::asio::io_context ioc_;
+  std::unique_ptr<Api> api_;
+  std::unique_ptr<HttpServer> server_;
+  std::string base_;
+  std::vector<std::thread> threads_;
+};
+
+TEST_F(HostRoutesTest, ASessionCreatedWithAClientTimeZoneKeepsItAsItsZone) {
+  Json paris = Create({{"client_time_zone", "Europe/Paris"}});
+  EXPECT_EQ(paris["time_zone"], "Europe/Paris");
+  Json alias = Create({{"client_time_zone", "Asia/Calcutta"}, {"preset", "default"}});
+  EXPECT_EQ(alias["time_zone"], "Asia/Kolkata");  // canonical, as stored
+  EXPECT_EQ(alias["preset"], "default");
+  auto stored = host_->sessions().Get(alias["id"]);
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  EXPECT_EQ(stored->time_zone, "Asia/Kolkata");
+  EXPECT_EQ(stored->origin, "api");
+  // Without one: the host's zone, as before.
+  Json plain = Create();
+  EXPECT_EQ(plain["time_zone"], HostTimeZone().name());
+  EXPECT_EQ(plain["time_zone"], host_->DefaultNewSession().time_zone);
+}
+
+TEST_F(HostRoutesTest, ABadClientTimeZoneCreatesNoSession) {
+  const size_t before = SessionCount();
+  for (const Json& zone : {Json("Mars/Olympus"), Json("CST"), Json("+05:30"), Json("Etc/GMT-5"), Json("")}) {
+    auto r = Post("/api/sessions", {{"client_time_zone", zone}});
+    EXPECT_EQ(r.status, 400) << zone;
+    EXPECT_EQ(Error(r)["code"], "invalid_time_zone") << zone << ": " << r.body;
+    EXPECT_NE(r.body.find("`client_time_zone`"), std::string::npos) << r.body;
+  }
+  auto number = Post("/api/sessions", {{"client_time_zone", 530}});
+  EXPECT_EQ(Error(number)["code"], "invalid_arguments");
+  EXPECT_NE(number.body.find("`client_time_zone` must be a string"), std::string::npos) << number.body;
+  EXPECT_EQ(SessionCount(), before);
+}
+
+TEST_F(HostRoutesTest, AMessageCarriesItsClientTimeZoneInItsMeta) {
+  std::string id = Create()["id"];
+  auto sent = Post("/api/sessions/" + id + "/messages",
+                   {{"message", "first"}, {"client_time_zone", "Asia/Calcutta"}});
+  ASSERT_EQ(sent.status, 200) << sent.body;
+  auto messages = UserMessages(id, 1);
+  ASSERT_EQ(messages.size(), 1u);
+  EXPECT_EQ(messages[0].data["text"], "first");
+  EXPECT_EQ(messages[0].data["meta"], (Json{{"origin", "api"}, {"client_time_zone", "Asia/Kolkata"}}));
+
+  // Without one the meta is as before.
+  ASSERT_EQ(Post("/api/sessions/" + id + "/messages", {{"message", "second"}}).status, 200);
+  messages = UserMessages(id, 2);
+  ASSERT_EQ(messages.size(), 2u);
+  EXPECT_EQ(messages[1].data["meta"], (Json{{"origin", "api"}}));
+}
+
+TEST_F(HostRoutesTest, AMessageWithABadClientTimeZoneIsNotDelivered) {
+  std::string id = Create()["id"];
+  auto bad =
+      Post("/api/sessions/" + id + "/messages", {{"message", "lost"}, {"client_time_zone", "Moon/Base"}});
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(Error(bad)["code"], "invalid_time_zone");
+  EXPECT_NE(bad.body.find("`client_time_zone`"), std::string::npos) << bad.body;
+  auto typed =
+      Post("/api/sessions/" + id + "/messages", {{"message", "lost"}, {"client_time_zone", {"UTC"}}});
+  EXPECT_EQ(Error(typed)["code"], "invalid_arguments");
+  // Refused before anything was queued: the next message is the first one the
+  // session ever gets.
+  ASSERT_EQ(Post("/api/sessions/" + id + "/messages", {{"message", "kept"}}).status, 200);
+  auto messages = UserMessages(id, 1);
+  ASSERT_EQ(messages.size(), 1u);
+  EXPECT_EQ(messages[0].data["text"], "kept");
+}
+
+TEST_F(HostRoutesTest, AForkOfALiveSessionIsNotLive) {
+  Json parent = Create({{"client_time_zone", "Australia/Lord_Howe"}});
+  std::string id = parent["id"];
+  ASSERT_EQ(Post("/api/sessions/" + id + "/messages", {{"message", "hello"}}).status, 200);
+  auto log = waiter_->WaitForTurnEnds(id, 1);
+  EXPECT_NE(AgentStatusOf(id), agent::AgentStatus::kCold);
+  auto r = Post("/api/sessions/" + id + "/fork", Json::object());
+  ASSERT_EQ(r.status, 201) << r.body;
+  Json child = Json::parse(r.body)["session"];
+  EXPECT_EQ(child["parent_id"], id);
+  EXPECT_EQ(child["time_zone"], "Australia/Lord_Howe");
+  EXPECT_EQ(child["preset"], parent["preset"]);
+  EXPECT_EQ(child["route"], parent["route"]);
+  EXPECT_GE(child["seed_length"].get<int64_t>(), log.back().seq);
+  EXPECT_EQ(AgentStatusOf(child["id"]), agent::AgentStatus::kCold);
 }
 
 }  // namespace

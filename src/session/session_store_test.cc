@@ -236,6 +236,26 @@ TEST_F(SessionStoreTest, ForkCopiesThePrefixAndRecordsTheSeed) {
   EXPECT_EQ(store_->Fork("nope", 0, NewSession{.route = p.route}).status().code(), "not_found");
 }
 
+TEST_F(SessionStoreTest, ForkAsyncAnswersLikeFork) {
+  SessionHeader p = NewOne({.preset = "p"});
+  ASSERT_TRUE(
+      store_->Append(p.id, {{"message/user", {{"text", "one"}}}, {"message/user", {{"text", "two"}}}}).ok());
+  auto fork = [&](std::string parent, int64_t seed) {
+    std::promise<Result<SessionHeader>> promise;
+    store_->ForkAsync(std::move(parent), seed, NewSession{.route = p.route, .origin = "fork"},
+                      [&](Result<SessionHeader> r) { promise.set_value(std::move(r)); });
+    return promise.get_future().get();
+  };
+  auto child = fork(p.id, 1);
+  ASSERT_TRUE(child.ok()) << child.status().ToString();
+  EXPECT_EQ(child->parent_id, p.id);
+  EXPECT_EQ(child->seed_length, 1);
+  EXPECT_EQ(child->origin, "fork");
+  ASSERT_EQ(store_->ReadEvents(child->id, 0, 10)->size(), 1u);
+  EXPECT_EQ(fork(p.id, 3).status().code(), "invalid_arguments");
+  EXPECT_EQ(fork("nope", 0).status().code(), "not_found");
+}
+
 TEST_F(SessionStoreTest, CreateWithCommitsTheExtraWorkWithTheSessionOrNeither) {
   auto create = [&](NewSession s, SessionStore::CreateAlsoFn also) {
     std::promise<Result<SessionHeader>> p;

@@ -112,6 +112,7 @@ void CallTool(const agent::ToolRegistry& tools, std::string_view name, const hos
               const Json& args, std::string (*render)(const Json&), Done done) {
   agent::ToolContext ctx;
   ctx.session_id = call.session_id;
+  ctx.client_time_zone = call.client_time_zone;
   ctx.agent_call = false;
   tools.Invoke(name, ctx, args, [render, done = std::move(done)](Result<Json> result) {
     if (!result.ok()) return done(result.status());

@@ -465,6 +465,25 @@ TEST_F(SessionsCommandTest, SendPassesSessionMessageAndModeToSessionSend) {
   EXPECT_EQ(r->text, Json({{"message_id", "msg_1"}}).dump(2));
 }
 
+TEST_F(SessionsCommandTest, TheToolsItCallsSeeTheCallersClientTimeZone) {
+  for (const char* text : {"/sessions send ses_target hi", "/sessions create hello"}) {
+    std::promise<Result<host::CommandResult>> p;
+    commands_.Run(text, host::CommandCall{.session_id = "ses_caller", .client_time_zone = "Asia/Kolkata"},
+                  [&](Result<host::CommandResult> r) { p.set_value(std::move(r)); });
+    auto r = p.get_future().get();
+    ASSERT_TRUE(r.ok()) << text << ": " << r.status().ToString();
+  }
+  ASSERT_EQ(send_->calls().size(), 1u);
+  EXPECT_EQ(send_->calls()[0].ctx.client_time_zone, "Asia/Kolkata");
+  EXPECT_EQ(send_->calls()[0].ctx.session_id, "ses_caller");
+  ASSERT_EQ(create_->calls().size(), 1u);
+  EXPECT_EQ(create_->calls()[0].ctx.client_time_zone, "Asia/Kolkata");
+  // A call without one passes none.
+  Ok("/sessions send ses_target again");
+  ASSERT_EQ(send_->calls().size(), 2u);
+  EXPECT_EQ(send_->calls()[1].ctx.client_time_zone, std::nullopt);
+}
+
 TEST_F(SessionsCommandTest, SessionToolErrorsPassThroughUnchanged) {
   agent::ToolRegistry tools;
   ASSERT_TRUE(

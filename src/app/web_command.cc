@@ -16,7 +16,9 @@
 #include "base/log.h"
 #include "host/host.h"
 #include "plugins/loop/loop_plugin.h"
+#include "plugins/schedule/schedule_plugin.h"
 #include "plugins/sessions/sessions_tools.h"
+#include "plugins/time_context/time_context.h"
 #include "server/api.h"
 #include "server/http_server.h"
 
@@ -64,8 +66,21 @@ int RunWeb(const WebFlags& flags, CommandContext& ctx) {
   int port = flags.port >= 0 ? flags.port : host->config().server.port;
 
   unsigned threads = std::max(2u, std::min(4u, std::thread::hardware_concurrency()));
-  if (Status st = plugins::sessions::RegisterSessionsPlugin(*host); !st.ok()) return Fail(ctx, st);
-  if (Status st = plugins::loop::RegisterLoopPlugin(*host); !st.ok()) return Fail(ctx, st);
+  // The composition (`plugins` in dsh.yml, docs/CONFIG.md): loop and
+  // sessions by default; time_context and schedule opt-in.
+  const host::Config::Plugins& composition = host->config().plugins;
+  if (composition.sessions) {
+    if (Status st = plugins::sessions::RegisterSessionsPlugin(*host); !st.ok()) return Fail(ctx, st);
+  }
+  if (composition.loop) {
+    if (Status st = plugins::loop::RegisterLoopPlugin(*host); !st.ok()) return Fail(ctx, st);
+  }
+  if (composition.time_context) {
+    if (Status st = plugins::time_context::RegisterTimeContextPlugin(*host); !st.ok()) return Fail(ctx, st);
+  }
+  if (composition.schedule) {
+    if (Status st = plugins::schedule::RegisterSchedulePlugin(*host); !st.ok()) return Fail(ctx, st);
+  }
   if (Status st = host->Start(threads); !st.ok()) return Fail(ctx, st);
   boost::asio::io_context& ioc = host->io();
   server::Api api({token, kVersion}, {.tools = host->tools(),
@@ -97,10 +112,15 @@ int RunWeb(const WebFlags& flags, CommandContext& ctx) {
   });
 
   ctx.out << "dsh web listening on " << url << std::endl;
-  spdlog::info("profile {} ({}), database {}, model {}, allocator {}", host->profile().home().string(),
+  std::string plugin_names;
+  for (auto [on, name] : {std::pair{composition.sessions, "sessions"}, {composition.loop, "loop"},
+                          {composition.time_context, "time_context"}, {composition.schedule, "schedule"}}) {
+    if (on) plugin_names += (plugin_names.empty() ? "" : ", ") + std::string(name);
+  }
+  spdlog::info("profile {} ({}), database {}, model {}, plugins: {}, allocator {}", host->profile().home().string(),
                flags.patches.empty() ? "no patches" : std::to_string(flags.patches.size()) + " patch(es)",
                host->database().description(), host->models().Describe(host->models().default_route()),
-               AllocatorName());
+               plugin_names.empty() ? "none" : plugin_names, AllocatorName());
 
   int signo = signalled.get_future().get();
   spdlog::info("signal {}: stopping (finishing requests in flight and queued commits)", signo);

@@ -16,6 +16,7 @@
 #include "plugins/schedule/schedule_plugin.h"
 #include "plugins/schedule/schedule_service.h"
 #include "store/sqlite_connection.h"
+#include "store/testing/faulty_connection.h"
 
 namespace dsh::plugins::schedule {
 namespace {
@@ -33,7 +34,9 @@ class ScheduleTest : public ::testing::Test {
     for (auto& m : agent::AgentManager::Migrations()) migrations.push_back(m);
     store::SqliteOptions sqlite{.path = dir_.File("dsh.db")};
     sqlite.synchronous = store::SqliteOptions::Synchronous::kNormal;
-    auto db = store::Database::Open(std::make_unique<store::SqliteConnectionFactory>(sqlite), migrations);
+    auto db = store::Database::Open(
+        std::make_unique<store::testing::FaultyFactory>(std::make_unique<store::SqliteConnectionFactory>(sqlite), faults_),
+        migrations);
     ASSERT_TRUE(db.ok()) << db.status().ToString();
     db_ = std::move(db).value();
     store_ = std::make_unique<session::SessionStore>(*db_, clock_);
@@ -174,6 +177,7 @@ class ScheduleTest : public ::testing::Test {
   }
 
   dsh::testing::TempDir dir_;
+  std::shared_ptr<store::testing::Faults> faults_ = std::make_shared<store::testing::Faults>();
   FakeClock clock_;  // 2026-01-01T00:00:00Z
   ScriptedModel model_;
   agent::testing::SingleModelRouter router_{model_};
@@ -462,6 +466,17 @@ TEST_F(ScheduleTest, ARetryAfterTheFollowupWasQueuedDoesNotQueueItTwice) {
   Quiesce();
   EXPECT_EQ(ReminderRows(me), 1) << "the inbox key found the follow-up queued before the crash";
   EXPECT_EQ(Reminders(me).size(), 1u);
+}
+
+TEST_F(ScheduleTest, ACreateWhoseCommitFailsIsReportedAndLeavesNoReminder) {
+  std::string me = Live();
+  faults_->fail_commits = 1;
+  auto r = Call(From(me), "schedule_create", {{"prompt", "x"}, {"after_seconds", 5}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), "commit_failed") << r.status().ToString();
+  EXPECT_EQ(r.status().message().rfind("schedule_create: ", 0), 0u) << r.status().message();
+  EXPECT_TRUE(Schedules(me).empty());
+  EXPECT_EQ(Ok(From(me), "schedule_create", {{"prompt", "x"}, {"after_seconds", 5}})["id"], "schedule-1");
 }
 
 TEST_F(ScheduleTest, ACorruptLogIsAClearErrorNamingSessionAndSeq) {

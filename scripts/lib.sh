@@ -40,6 +40,9 @@ install_deps() {
 configure_and_build() {
   local dir="$1"; shift
   export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/dsh-ccache}"
+  # Paths relative to the checkout, and the build directory out of the hash,
+  # so that a fresh clone elsewhere (CI) reuses what another clone compiled.
+  export CCACHE_BASEDIR="$ROOT" CCACHE_NOHASHDIR=1
   cmake -S "$ROOT" -B "$ROOT/$dir" -G Ninja "$@" >/dev/null
   cmake --build "$ROOT/$dir" ${BUILD_TARGET:+--target "$BUILD_TARGET"}
 }

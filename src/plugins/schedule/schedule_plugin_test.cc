@@ -468,6 +468,22 @@ TEST_F(ScheduleTest, ARetryAfterTheFollowupWasQueuedDoesNotQueueItTwice) {
   EXPECT_EQ(Reminders(me).size(), 1u);
 }
 
+TEST_F(ScheduleTest, AFailedTurnAfterTheDispatchDoesNotRetractIt) {
+  std::string me = Live();
+  Ok(From(me), "schedule_create", {{"prompt", "x"}, {"after_seconds", 5}});
+  model_.Push(ScriptedModel::Error("model_unavailable", "the provider is down"));
+  clock_.Advance(5s);
+  ASSERT_TRUE(Eventually([&] {
+    auto log = Log(me);
+    return !log.empty() && log.back().type == "turn/end";
+  }));
+  EXPECT_EQ(Log(me).back().data["status"], "error");
+  EXPECT_EQ(Changes(me), (std::vector<std::string>{"create", "dispatch"}));
+  Quiesce();
+  EXPECT_EQ(Reminders(me).size(), 1u) << "the reminder is not queued again";
+  EXPECT_TRUE(Schedules(me).empty());
+}
+
 TEST_F(ScheduleTest, ACreateWhoseCommitFailsIsReportedAndLeavesNoReminder) {
   std::string me = Live();
   faults_->fail_commits = 1;

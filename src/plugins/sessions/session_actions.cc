@@ -78,8 +78,10 @@ void SessionActions::Send(const agent::ToolContext& caller, SendRequest request,
 void SessionActions::Create(const agent::ToolContext& caller, CreateRequest request,
                             std::function<void(Result<CreateResult>)> done) {
   if (IsBlank(request.prompt)) return done(InvalidArguments("`prompt` must not be blank"));
-  Resolve(caller, [this, request = std::move(request), done = std::move(done)](Result<Source> source) mutable {
+  Resolve(caller, [this, zone = caller.client_time_zone, request = std::move(request),
+                   done = std::move(done)](Result<Source> source) mutable {
     if (!source.ok()) return done(source.status());
+    source->client_time_zone = zone;  // the person's zone becomes the new session's
     CreateFrom(*source, std::move(request), std::move(done));
   });
 }
@@ -116,6 +118,7 @@ void SessionActions::Resolve(const agent::ToolContext& caller, std::function<voi
 void SessionActions::CreateFrom(const Source& source, CreateRequest request,
                                 std::function<void(Result<CreateResult>)> done) {
   session::NewSession s = env_.defaults();
+  if (source.client_time_zone) s.time_zone = *source.client_time_zone;
   // Model: explicit, else the caller's effective route, else the default.
   if (request.model) {
     s.route = {request.model->provider, request.model->model, request.model->reasoning_effort};

@@ -678,6 +678,21 @@ TEST_F(SessionWriteTest, SessionCreateQueuesAnInitialPromptAndReturnsAQueuedResu
   EXPECT_FALSE(h.cwd.has_value());
 }
 
+TEST_F(SessionWriteTest, ASessionCreatedForAPersonTakesTheirZone) {
+  agent::ToolContext from_browser;
+  from_browser.client_time_zone = "Asia/Shanghai";
+  auto r = CallAs(from_browser, "session_create", {{"prompt", "hello"}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  std::string id = (*r)["session_id"];
+  waiter_.WaitForTurnEnds(id, 1);
+  EXPECT_EQ(Header(id).time_zone, "Asia/Shanghai");
+  auto plain = Call("session_create", {{"prompt", "hello"}});
+  ASSERT_TRUE(plain.ok());
+  std::string other = (*plain)["session_id"];
+  waiter_.WaitForTurnEnds(other, 1);
+  EXPECT_NE(Header(other).time_zone, "Asia/Shanghai") << "without a client zone: the default";
+}
+
 TEST_F(SessionWriteTest, AChildCreatedWithoutExplicitPresetOrModelInheritsTheCallersPresetAndRouteARootCreateUsesDefaults) {
   auto parent = Make("reviewer", Route("m2", "high"), "/tmp", /*live=*/true);
   auto child = Created(AgentCaller(parent), {{"prompt", "child work"}});

@@ -15,11 +15,13 @@ as_root() {
   if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
 }
 
-# Installs what is missing; runs apt-get update at most once, and only when
-# something is missing, so a second run is quick and offline.
+# Installs what is missing (DSH_APT_PACKAGES and the packages given as
+# arguments); runs apt-get update at most once, and only when something is
+# missing, so a second run is quick and offline. Then `npm ci` when
+# package-lock.json is newer than node_modules (the web UI's build and tests).
 install_deps() {
   local missing=()
-  for p in "${DSH_APT_PACKAGES[@]}"; do
+  for p in "${DSH_APT_PACKAGES[@]}" "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed' || missing+=("$p")
   done
   # Node may come from outside Debian (the machine image ships its own); only

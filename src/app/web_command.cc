@@ -112,6 +112,8 @@ int RunWeb(const WebFlags& flags, CommandContext& ctx) {
   });
 
   ctx.out << "dsh web listening on " << url << std::endl;
+  // The one address a person opens: it signs the browser in (docs/UI.md).
+  ctx.out << "open " << url << "?token=" << token << std::endl;
   std::string plugin_names;
   for (auto [on, name] : {std::pair{composition.sessions, "sessions"}, {composition.loop, "loop"},
                           {composition.time_context, "time_context"}, {composition.schedule, "schedule"}}) {

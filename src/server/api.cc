@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "base/schema.h"
+#include "server/web_assets.h"
 #include "time/time_zone.h"
 
 namespace dsh::server {
@@ -227,6 +228,9 @@ void Api::Handle(HttpRequest req, Respond respond) const {
     if (req.method != "GET" && req.method != "HEAD") return respond(MethodNotAllowed("GET"));
     return respond(HttpResponse::FromJson(200, Json{{"status", "ok"}, {"version", options_.version}}));
   }
+  if (req.path.rfind("/api/", 0) != 0 && (req.method == "GET" || req.method == "HEAD")) {
+    return ServeWeb(req, std::move(respond));
+  }
   if (req.path.rfind("/api/", 0) == 0) {
     if (!Authorized(req, false)) return respond(Unauthorized());
     std::string allowed;
@@ -247,6 +251,70 @@ void Api::Handle(HttpRequest req, Respond respond) const {
   respond(HttpResponse::FromError(NotFound("no route for " + req.method + " " + req.path)));
 }
 
+namespace {
+
+// The page a browser without the cookie gets (also for a wrong token).
+HttpResponse SignInPage(int status, const std::string& why) {
+  HttpResponse r;
+  r.status = status;
+  r.content_type = "text/html; charset=utf-8";
+  r.body =
+      "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" "
+      "content=\"width=device-width, initial-scale=1\"><meta name=\"color-scheme\" content=\"light dark\">"
+      "<title>dsh: sign in</title></head><body style=\"font-family:system-ui,sans-serif;max-width:36rem;"
+      "margin:3rem auto;padding:0 1rem;line-height:1.5\"><h1>dsh</h1><p>" +
+      why +
+      "</p><p>Open the URL printed by <code>dsh web</code> (it ends with <code>?token=…</code>), or run "
+      "<code>scripts/run</code> again to see it. The token is also in the profile's <code>auth-token</code> "
+      "file.</p></body></html>\n";
+  return r;
+}
+
+HttpResponse AssetResponse(const WebAsset& asset, const HttpRequest& req) {
+  HttpResponse r;
+  r.content_type = std::string(asset.content_type);
+  const std::string* accept = req.Header("accept-encoding");
+  bool gzip = !asset.gzip.empty() && accept != nullptr && accept->find("gzip") != std::string::npos;
+  r.body = std::string(gzip ? asset.gzip : asset.body);
+  if (gzip) r.headers.emplace_back("Content-Encoding", "gzip");
+  if (!asset.gzip.empty()) r.headers.emplace_back("Vary", "Accept-Encoding");
+  // Hashed names never change content; the page itself is checked every time.
+  r.headers.emplace_back("Cache-Control", asset.immutable ? "public, max-age=31536000, immutable" : "no-cache");
+  if (req.method == "HEAD") r.body.clear();
+  return r;
+}
+
+}  // namespace
+
+void Api::ServeWeb(const HttpRequest& req, Respond respond) const {
+  if (req.path.rfind("/assets/", 0) == 0) {
+    const WebAsset* asset = FindWebAsset(req.path);
+    if (asset == nullptr) return respond(HttpResponse::FromError(NotFound("no file " + req.path)));
+    return respond(AssetResponse(*asset, req));
+  }
+  if (req.path != "/" && req.path != "/index.html") {
+    return respond(HttpResponse::FromError(NotFound("no route for " + req.method + " " + req.path)));
+  }
+  auto token = req.query.find("token");
+  if (token != req.query.end()) {
+    if (token->second.empty() || !ConstantTimeEquals(token->second, options_.token)) {
+      return respond(SignInPage(401, "That token is not this host's."));
+    }
+    // Jupyter-style: the token URL sets the cookie and leaves the address
+    // without the token.
+    HttpResponse r;
+    r.status = 303;
+    r.content_type = "text/plain; charset=utf-8";
+    r.headers.emplace_back("Location", "/");
+    r.headers.emplace_back("Set-Cookie", "dsh_token=" + options_.token + "; Path=/; HttpOnly; SameSite=Strict");
+    return respond(std::move(r));
+  }
+  if (!Authorized(req, false)) return respond(SignInPage(401, "This browser is not signed in to this dsh host."));
+  const WebAsset* index = FindWebAsset("/index.html");
+  if (index == nullptr) return respond(HttpResponse::FromError(NotFound("the web UI is not embedded")));
+  respond(AssetResponse(*index, req));
+}
+
 void Api::HandleUpgrade(HttpRequest req, UpgradeRespond respond) const {
   auto params = MatchPath<PathParams>(kStreamPattern, req.path);
   if (!params) {
@@ -254,6 +322,16 @@ void Api::HandleUpgrade(HttpRequest req, UpgradeRespond respond) const {
         HttpResponse::FromError(NotFound("no WebSocket route for " + req.method + " " + req.path)));
   }
   if (!Authorized(req, true)) return respond(Unauthorized());
+  // A browser's WebSocket carries the cookie to any page's request: only
+  // this host's own pages may open one (CSWSH). Clients that are not
+  // browsers send no Origin.
+  if (const std::string* origin = req.Header("origin")) {
+    const std::string* host = req.Header("host");
+    if (host == nullptr || (*origin != "http://" + *host && *origin != "https://" + *host)) {
+      return respond(HttpResponse::FromError(
+          Status("forbidden", "a WebSocket from another origin (" + *origin + ") is refused")));
+    }
+  }
   if (req.method != "GET") return respond(MethodNotAllowed("GET"));
   if (services_.sessions == nullptr || services_.events == nullptr)
     return respond(Unavailable("the event stream"));

@@ -49,7 +49,8 @@ class Api {
   void Handle(HttpRequest req, Respond respond) const;
   // A WebSocket upgrade request (HttpServer's WebSocketHandler): accepts
   // `GET /api/sessions/{id}/stream` with an EventStream, refuses anything
-  // else with an error response.
+  // else with an error response; a request with an `Origin` other than this
+  // host's is `403 forbidden`.
   void HandleUpgrade(HttpRequest req, UpgradeRespond respond) const;
 
  private:
@@ -77,6 +78,10 @@ class Api {
   void HostInfo(const PathParams& params, HttpRequest req, Respond respond) const;
   void StreamWithoutUpgrade(const PathParams& params, HttpRequest req, Respond respond) const;
   void CallExtraRoute(const host::HttpRoute& route, PathParams params, HttpRequest req, Respond respond) const;
+  // The browser UI (docs/UI.md): `/?token=` sets the cookie and redirects;
+  // `/` is the app for a signed-in browser, else a sign-in page (401);
+  // `/assets/*` are the embedded files (public, immutable, gzip).
+  void ServeWeb(const HttpRequest& req, Respond respond) const;
 
   Options options_;
   Services services_;

@@ -129,6 +129,53 @@ TEST_F(ApiTest, ApiRequestsWithoutTheRightTokenAre401) {
   EXPECT_EQ(cookie->status, 200);
 }
 
+TEST_F(ApiTest, TheTokenUrlSetsAStrictHttpOnlyCookieAndRedirectsToTheAddressWithoutIt) {
+  auto r = HttpRequestSync("GET", base_ + "/?token=secret", "", {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 303);
+  EXPECT_EQ(r->headers["location"], "/");
+  EXPECT_EQ(r->headers["set-cookie"], "dsh_token=secret; Path=/; HttpOnly; SameSite=Strict");
+  auto app = HttpRequestSync("GET", base_ + "/", "", {{"Cookie", "dsh_token=secret"}});
+  ASSERT_TRUE(app.ok());
+  EXPECT_EQ(app->status, 200);
+  EXPECT_EQ(app->headers["content-type"], "text/html; charset=utf-8");
+  EXPECT_EQ(app->headers["cache-control"], "no-cache");
+  EXPECT_NE(app->body.find("<div id=\"app\">"), std::string::npos) << app->body;
+}
+
+TEST_F(ApiTest, WithoutTheCookieTheAppIsASignInPageAndAWrongTokenIsRefused) {
+  for (const char* path : {"/", "/?token=nope", "/?token="}) {
+    auto r = HttpRequestSync("GET", base_ + path, "", {});
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->status, 401) << path;
+    EXPECT_EQ(r->headers.count("set-cookie"), 0u) << path;
+    EXPECT_NE(r->body.find("Open the URL printed by <code>dsh web</code>"), std::string::npos) << r->body;
+  }
+  auto wrong_cookie = HttpRequestSync("GET", base_ + "/", "", {{"Cookie", "dsh_token=nope"}});
+  EXPECT_EQ(wrong_cookie->status, 401);
+}
+
+TEST_F(ApiTest, HashedAssetsAreImmutableTypedAndGzippedWhenAccepted) {
+  auto page = HttpRequestSync("GET", base_ + "/", "", {{"Cookie", "dsh_token=secret"}});
+  ASSERT_TRUE(page.ok());
+  auto at = page->body.find("/assets/");
+  ASSERT_NE(at, std::string::npos) << "the page names its script";
+  std::string path = page->body.substr(at, page->body.find('"', at) - at);
+  auto plain = HttpRequestSync("GET", base_ + path, "", {});
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->status, 200) << "assets need no token";
+  EXPECT_EQ(plain->headers["cache-control"], "public, max-age=31536000, immutable");
+  EXPECT_EQ(plain->headers.count("content-encoding"), 0u);
+  EXPECT_NE(plain->headers["content-type"].find("javascript"), std::string::npos) << plain->headers["content-type"];
+  auto zipped = HttpRequestSync("GET", base_ + path, "", {{"Accept-Encoding", "gzip, br"}});
+  ASSERT_TRUE(zipped.ok());
+  EXPECT_EQ(zipped->headers["content-encoding"], "gzip");
+  EXPECT_EQ(zipped->headers["vary"], "Accept-Encoding");
+  EXPECT_LT(zipped->body.size(), plain->body.size());
+  EXPECT_EQ(HttpRequestSync("GET", base_ + "/assets/nope.js", "", {})->status, 404);
+  EXPECT_EQ(HttpRequestSync("GET", base_ + "/elsewhere", "", {{"Cookie", "dsh_token=secret"}})->status, 404);
+}
+
 TEST_F(ApiTest, CallsAToolWithTheCallingSession) {
   auto r = Post("/api/tools/echo", R"({"args": {"text": "hi"}, "session_id": "ses_1"})");
   EXPECT_EQ(r.status, 200);

@@ -1,6 +1,8 @@
 #include "server/http_client.h"
 
 #include <boost/asio/connect.hpp>
+
+#include <cctype>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
@@ -52,7 +54,13 @@ Result<HttpClientResponse> HttpRequestSync(const std::string& method, const std:
   http::read(stream, buffer, parser, ec);
   if (ec) return Status(codes::kUnavailable, "no response from " + authority + ": " + ec.message());
   stream.socket().shutdown(net::ip::tcp::socket::shutdown_both, ec);
-  return HttpClientResponse{static_cast<int>(parser.get().result_int()), parser.get().body()};
+  HttpClientResponse out{static_cast<int>(parser.get().result_int()), parser.get().body()};
+  for (const auto& field : parser.get()) {
+    std::string name(field.name_string());
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    out.headers[name] = std::string(field.value());
+  }
+  return out;
 }
 
 }  // namespace dsh::server

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,6 +13,7 @@ namespace dsh::server {
 struct HttpClientResponse {
   int status = 0;
   std::string body;
+  std::map<std::string, std::string> headers = {};  // lower-case names; the last of repeated ones
 };
 
 // A blocking HTTP/1.1 request to `url` ("http://HOST:PORT/...") for the CLI

@@ -459,6 +459,19 @@ TEST_F(SessionRoutesTest, StreamNeedsTheTokenAndAcceptsItInTheQuery) {
   EXPECT_TRUE(ReadUntilReady(**cookie).empty());
 }
 
+TEST_F(SessionRoutesTest, StreamFromAnotherOriginIsForbiddenEvenWithTheCookie) {
+  StartServer();
+  NewSession();
+  auto foreign = WsClient::Connect(port_, "/api/sessions/s1/stream",
+                                   {{"Cookie", "dsh_token=secret"}, {"Origin", "http://evil.example"}});
+  EXPECT_EQ(foreign.status().code(), "forbidden") << foreign.status().ToString();
+  EXPECT_EQ(foreign.status().message().rfind("HTTP 403", 0), 0u) << foreign.status().message();
+  std::string own = "http://127.0.0.1:" + std::to_string(port_);
+  auto same = WsClient::Connect(port_, "/api/sessions/s1/stream", {{"Cookie", "dsh_token=secret"}, {"Origin", own}});
+  ASSERT_TRUE(same.ok()) << same.status().ToString();
+  EXPECT_TRUE(ReadUntilReady(**same).empty());
+}
+
 TEST_F(SessionRoutesTest, StreamRefusesUnknownSessionsAndBadAfter) {
   StartServer();
   NewSession();

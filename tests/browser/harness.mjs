@@ -1,0 +1,115 @@
+// Browser tests' harness: a real `dsh web` (echo model) on a temp profile and
+// a loopback port, and Debian's chromium driven by playwright-core (never a
+// downloaded browser).
+import { spawn } from "node:child_process";
+import { mkdtempSync, mkdirSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+export const binary = process.env.DSH_BINARY ?? join(root, "build", "dsh");
+export const screenshots = process.env.DSH_SCREENSHOTS ?? join(root, "build", "ui-screenshots");
+export const token = "br0wser-t0ken";
+
+// A free loopback port, so a host can be restarted on the same origin.
+export async function freePort() {
+  return new Promise((ok, fail) => {
+    const s = createServer();
+    s.listen(0, "127.0.0.1", () => {
+      const { port } = s.address();
+      s.close(() => ok(port));
+    });
+    s.on("error", fail);
+  });
+}
+
+export class Host {
+  constructor(home, port) {
+    this.home = home;
+    this.port = port;
+    this.url = `http://127.0.0.1:${port}`;
+  }
+
+  static async start() {
+    const home = mkdtempSync(join(tmpdir(), "dsh-browser-"));
+    const host = new Host(home, await freePort());
+    await host.run();
+    return host;
+  }
+
+  async run() {
+    this.proc = spawn(binary, ["web", "--home", join(this.home, "profile"), "--port", String(this.port)], {
+      env: { ...process.env, DSH_TOKEN: token },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    this.stderr = "";
+    this.proc.stderr.on("data", (d) => (this.stderr += d));
+    const lines = createInterface({ input: this.proc.stdout });
+    this.openUrl = await new Promise((ok, fail) => {
+      const timer = setTimeout(() => fail(new Error("dsh web did not start: " + this.stderr)), 20000);
+      lines.on("line", (line) => {
+        if (line.startsWith("open ")) {
+          clearTimeout(timer);
+          ok(line.slice(5));
+        }
+      });
+      this.proc.on("exit", (code) => fail(new Error(`dsh web exited (${code}): ${this.stderr}`)));
+    });
+  }
+
+  async stop() {
+    if (!this.proc || this.proc.exitCode !== null) return;
+    const exited = new Promise((ok) => this.proc.once("exit", ok));
+    this.proc.kill("SIGTERM");
+    await exited;
+  }
+
+  async close() {
+    await this.stop();
+    rmSync(this.home, { recursive: true, force: true });
+  }
+
+  async api(method, path, body) {
+    const r = await fetch(this.url + path, {
+      method,
+      headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const json = await r.json();
+    if (!r.ok) throw new Error(`${method} ${path}: ${r.status} ${JSON.stringify(json)}`);
+    return json;
+  }
+  tool(name, args, sessionId) {
+    return this.api("POST", `/api/tools/${name}`, sessionId ? { args, session_id: sessionId } : { args }).then((r) => r.result);
+  }
+  async events(id) {
+    return (await this.api("GET", `/api/sessions/${id}/events?limit=1000`)).events;
+  }
+  async status(id) {
+    return (await this.tool("session_status", { session_id: id })).sessions[0].status;
+  }
+}
+
+export async function launch() {
+  return chromium.launch({
+    executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
+    args: ["--no-sandbox", "--disable-gpu"],
+  });
+}
+
+// A page signed in through the token URL.
+export async function signedIn(browser, host, viewport = { width: 1200, height: 760 }) {
+  const context = await browser.newContext({ viewport, timezoneId: "Asia/Shanghai" });
+  const page = await context.newPage();
+  await page.goto(host.openUrl);
+  return page;
+}
+
+export async function screenshot(page, name) {
+  mkdirSync(screenshots, { recursive: true });
+  await page.screenshot({ path: join(screenshots, name + ".png") });
+}

@@ -1,0 +1,221 @@
+// The browser UI against a real `dsh web` in Debian's chromium (issue 18).
+// Run: npm run test:browser (scripts/test runs it after the C++ tests).
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { Host, launch, screenshot, signedIn, token } from "./harness.mjs";
+
+let host;
+let browser;
+
+before(async () => {
+  host = await Host.start();
+  browser = await launch();
+});
+after(async () => {
+  await browser?.close();
+  await host?.close();
+});
+
+const message = (page) => page.getByRole("textbox", { name: "Message" });
+const userTexts = (events) => events.filter((e) => e.type === "message/user").map((e) => e.data.text);
+
+async function newSession(page, prompt) {
+  await page.getByRole("button", { name: "New session", exact: true }).click();
+  await page.getByLabel("First message").fill(prompt);
+  await page.getByRole("button", { name: "Start", exact: true }).click();
+  await page.waitForURL(/#\/s\/ses_/);
+  return decodeURIComponent(new URL(page.url()).hash.replace("#/s/", ""));
+}
+
+describe("signing in", () => {
+  test("the token URL sets the cookie and leaves an address without the token", async () => {
+    const page = await signedIn(browser, host);
+    assert.equal(new URL(page.url()).search, "", "no token in the address");
+    await page.getByRole("navigation", { name: "Sessions" }).waitFor();
+    const cookies = await page.context().cookies();
+    const cookie = cookies.find((c) => c.name === "dsh_token");
+    assert.ok(cookie?.httpOnly, "HttpOnly");
+    assert.equal(cookie.sameSite, "Strict");
+    await page.context().close();
+  });
+
+  test("a wrong token or none is refused with the sign-in page", async () => {
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    const wrong = await page.goto(host.url + "/?token=nope");
+    assert.equal(wrong.status(), 401);
+    await page.getByText("not this host's").waitFor();
+    const none = await page.goto(host.url + "/");
+    assert.equal(none.status(), 401);
+    await page.getByText("Open the URL printed by").waitFor();
+    const api = await page.request.get(host.url + "/api/host");
+    assert.equal(api.status(), 401);
+    await context.close();
+  });
+});
+
+describe("conversation", () => {
+  test("a new session streams the echo model's answer", async () => {
+    const page = await signedIn(browser, host);
+    const id = await newSession(page, "Hello from the browser");
+    await page.getByText("echo: Hello from the browser").waitFor();
+    await page.getByRole("navigation", { name: "Sessions" }).getByText("Hello from the browser").waitFor();
+    assert.deepEqual(userTexts(await host.events(id)), ["Hello from the browser"]);
+    const created = await host.api("GET", `/api/sessions/${id}/events?limit=1`);
+    assert.ok(created.last_seq > 0);
+    const header = (await host.tool("session_status", { session_id: id })).sessions[0];
+    assert.equal(header.session_id, id);
+    await screenshot(page, "conversation");
+    await page.context().close();
+  });
+
+  test("keyboard only: Tab to the message box, type, Enter sends", async () => {
+    const page = await signedIn(browser, host);
+    const id = await newSession(page, "first");
+    await page.getByText("echo: first").waitFor();
+    await page.locator("body").focus();
+    for (let i = 0; i < 40; i++) {
+      const label = await page.evaluate(() => document.activeElement?.getAttribute("aria-label"));
+      if (label === "Message") break;
+      await page.keyboard.press("Tab");
+    }
+    assert.equal(await page.evaluate(() => document.activeElement?.getAttribute("aria-label")), "Message");
+    await page.keyboard.type("typed with keys");
+    await page.keyboard.press("Enter");
+    await page.getByText("echo: typed with keys").waitFor();
+    assert.deepEqual(userTexts(await host.events(id)), ["first", "typed with keys"]);
+    await page.context().close();
+  });
+
+  test("a reconnect after the host restarts loses and repeats nothing", async () => {
+    const page = await signedIn(browser, host);
+    const id = await newSession(page, "before the restart");
+    await page.getByText("echo: before the restart").waitFor();
+    await host.stop();
+    await page.getByText("Reconnecting…").waitFor();
+    await host.run();
+    // The page reconnects with the last seq it holds; new events arrive once.
+    await host.api("POST", `/api/sessions/${id}/messages`, { message: "after the restart" });
+    await page.getByText("echo: after the restart").waitFor();
+    const seqs = await page.locator("[data-seq]").evaluateAll((els) => els.map((e) => Number(e.dataset.seq)));
+    assert.equal(new Set(seqs).size, seqs.length, "no block twice");
+    const blocks = await page.locator(".block.user, .block.assistant").count();
+    const log = await host.events(id);
+    assert.equal(blocks, log.filter((e) => e.type === "message/user" || e.type === "message/assistant").length);
+    await page.context().close();
+  });
+
+  test("a cold session opened in the browser is only read: it stays cold", async () => {
+    const { session } = await host.api("POST", "/api/sessions", {});
+    await host.api("POST", `/api/sessions/${session.id}/messages`, { message: "remember me" });
+    // Its turn must have ended: a message still pending would resume it at the restart.
+    for (let i = 0; i < 200 && !(await host.events(session.id)).some((e) => e.type === "turn/end"); i++) {
+      await new Promise((ok) => setTimeout(ok, 25));
+    }
+    await host.stop();
+    await host.run();
+    assert.equal(await host.status(session.id), "cold");
+    const page = await signedIn(browser, host);
+    await page.goto(host.url + `/#/s/${session.id}`);
+    await page.getByText("echo: remember me").waitFor();
+    await page.waitForTimeout(1500);
+    assert.equal(await host.status(session.id), "cold");
+    await page.context().close();
+  });
+
+  test("a slash command's result is shown, and is not a message of the session", async () => {
+    const page = await signedIn(browser, host);
+    const id = await newSession(page, "a session");
+    await page.getByText("echo: a session").waitFor();
+    await message(page).fill("/sessions status");
+    await page.keyboard.press("Enter");
+    const card = page.getByTestId("command-result");
+    await card.waitFor();
+    assert.match(await card.innerText(), /local, not sent to the model/);
+    const texts = userTexts(await host.events(id));
+    assert.deepEqual(texts, ["a session"], "the command is not in the log");
+    await page.context().close();
+  });
+});
+
+describe("the /sessions read completion popup", () => {
+  let page;
+  let target;
+  before(async () => {
+    target = (await host.api("POST", "/api/sessions", {})).session.id;
+    page = await signedIn(browser, host);
+    await newSession(page, "completion");
+  });
+  after(async () => page.context().close());
+
+  const options = async () => {
+    const list = page.getByRole("listbox");
+    if ((await list.count()) === 0) return [];
+    return page.getByRole("option").evaluateAll((els) => els.map((e) => e.querySelector(".mono")?.textContent));
+  };
+  const draft = () => message(page).inputValue();
+
+  test("after the session id it offers --offset and --limit", async () => {
+    await message(page).fill(`/sessions read ${target} `);
+    assert.deepEqual(await options(), ["--offset", "--limit"]);
+    await screenshot(page, "completion");
+  });
+
+  test("Enter chooses a flag: the flag and a space, the caret after them", async () => {
+    await message(page).fill(`/sessions read ${target} `);
+    await message(page).press("ArrowDown");
+    await message(page).press("Enter");
+    assert.equal(await draft(), `/sessions read ${target} --limit `);
+    const caret = await message(page).evaluate((el) => el.selectionStart);
+    assert.equal(caret, (await draft()).length);
+  });
+
+  test("Tab and a click choose too", async () => {
+    await message(page).fill(`/sessions read ${target} `);
+    await message(page).press("Tab");
+    assert.equal(await draft(), `/sessions read ${target} --offset `);
+    await message(page).fill(`/sessions read ${target} `);
+    await page.getByRole("option", { name: /--limit/ }).click();
+    assert.equal(await draft(), `/sessions read ${target} --limit `);
+  });
+
+  test("flags already present are not offered", async () => {
+    await message(page).fill(`/sessions read ${target} --offset 2 `);
+    assert.deepEqual(await options(), ["--limit"]);
+  });
+
+  test("a partial --l filters", async () => {
+    await message(page).fill(`/sessions read ${target} --l`);
+    assert.deepEqual(await options(), ["--limit"]);
+  });
+
+  test("whitespace around and between /sessions and read matches the same", async () => {
+    for (const d of [`  /sessions   read ${target} `, `/sessionsread ${target} `]) {
+      await message(page).fill(d);
+      assert.deepEqual(await options(), ["--offset", "--limit"], d);
+    }
+  });
+
+  test("choosing never sends anything", async () => {
+    const before = await host.events(target);
+    await message(page).fill(`/sessions read ${target} `);
+    await message(page).press("Enter");
+    await page.waitForTimeout(300);
+    assert.equal(await page.getByTestId("command-result").count(), 0);
+    assert.deepEqual(await host.events(target), before);
+  });
+});
+
+describe("layout", () => {
+  test("360 px wide: the sessions list opens from the top bar", async () => {
+    const page = await signedIn(browser, host, { width: 360, height: 720 });
+    const toggle = page.getByRole("button", { name: "Sessions", exact: true });
+    await toggle.click();
+    await page.getByRole("button", { name: "New session", exact: true }).waitFor();
+    assert.equal(await toggle.getAttribute("aria-expanded"), "true");
+    await screenshot(page, "narrow");
+    await page.context().close();
+  });
+
+  test("the token is the host's", () => assert.ok(host.openUrl.endsWith(`?token=${token}`)));
+});

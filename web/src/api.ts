@@ -1,0 +1,107 @@
+// The JSON API (docs/API.md) as the browser uses it: same origin, the
+// HttpOnly `dsh_token` cookie set by the token URL, and the person's zone on
+// every request that acts for them.
+
+export const clientTimeZone: string | undefined = (() => {
+  try {
+    return Intl.DateTimeFormat().resolvedOptions().timeZone || undefined;
+  } catch {
+    return undefined;
+  }
+})();
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+async function request<T>(method: string, path: string, body?: unknown): Promise<T> {
+  const response = await fetch(path, {
+    method,
+    credentials: "same-origin",
+    headers: body === undefined ? {} : { "Content-Type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await response.text();
+  let json: any = null;
+  try {
+    json = text ? JSON.parse(text) : null;
+  } catch {
+    throw new ApiError(response.status, "invalid_json", `${method} ${path}: ${response.status} ${text.slice(0, 200)}`);
+  }
+  if (!response.ok) {
+    throw new ApiError(response.status, json?.error?.code ?? "error", json?.error?.message ?? `HTTP ${response.status}`);
+  }
+  return json as T;
+}
+
+// The person's zone, on the routes that accept it.
+const withZone = (body: Record<string, unknown>) =>
+  clientTimeZone ? { ...body, client_time_zone: clientTimeZone } : body;
+
+export interface SessionRow {
+  session_id: string;
+  title?: string;
+  status: "running" | "idle" | "cold" | "missing";
+  updated_at?: string;
+}
+
+export interface HostInfo {
+  version: string;
+  default_model: { provider: string; model: string; description: string };
+  presets: string[];
+  default_preset: string;
+  global_session_id: string | null;
+}
+
+export interface StoredEvent {
+  seq: number;
+  type: string;
+  at: number;
+  data: any;
+}
+
+export const api = {
+  host: () => request<HostInfo>("GET", "/api/host"),
+  tool: <T>(name: string, args: Record<string, unknown>, sessionId?: string) =>
+    request<{ result: T }>(
+      "POST",
+      `/api/tools/${encodeURIComponent(name)}`,
+      withZone(sessionId ? { args, session_id: sessionId } : { args }),
+    ).then((r) => r.result),
+  sessions: (recent = 200) =>
+    api.tool<{ sessions: SessionRow[] }>("session_status", { recent_n: recent }).then((r) => r.sessions),
+  command: (text: string, sessionId?: string) =>
+    request<{ result: { text: string; data: unknown } }>(
+      "POST",
+      "/api/commands",
+      withZone(sessionId ? { text, session_id: sessionId } : { text }),
+    ).then((r) => r.result),
+  send: (sessionId: string, message: string, mode: "steer" | "followup") =>
+    request<{ message_id: string }>(
+      "POST",
+      `/api/sessions/${encodeURIComponent(sessionId)}/messages`,
+      withZone({ message, mode }),
+    ),
+  cancel: (sessionId: string) =>
+    request<{ cancelled: boolean }>("POST", `/api/sessions/${encodeURIComponent(sessionId)}/cancel`, {}),
+  fork: (sessionId: string, seedLength: number) =>
+    request<{ session: { id: string } }>("POST", `/api/sessions/${encodeURIComponent(sessionId)}/fork`, {
+      seed_length: seedLength,
+    }),
+  events: (sessionId: string, after: number, limit: number) =>
+    request<{ events: StoredEvent[]; last_seq: number }>(
+      "GET",
+      `/api/sessions/${encodeURIComponent(sessionId)}/events?after=${after}&limit=${limit}`,
+    ),
+};
+
+export function streamUrl(sessionId: string, after: number): string {
+  const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+  return `${scheme}//${location.host}/api/sessions/${encodeURIComponent(sessionId)}/stream?after=${after}`;
+}

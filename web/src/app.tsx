@@ -1,0 +1,270 @@
+import { useCallback, useEffect, useRef, useState } from "preact/hooks";
+import { api, type HostInfo, type SessionRow } from "./api";
+import { Composer } from "./composer";
+import { Conversation, type CommandResult } from "./conversation";
+
+// The address names what is shown: #/s/SESSION_ID, or nothing.
+function sessionFromHash(): string | null {
+  const m = /^#\/s\/([^/?#]+)/.exec(location.hash);
+  return m ? decodeURIComponent(m[1]) : null;
+}
+
+function relative(iso?: string): string {
+  if (!iso) return "";
+  const s = Math.round((Date.now() - Date.parse(iso)) / 1000);
+  if (s < 45) return "just now";
+  if (s < 3600) return `${Math.round(s / 60)} min ago`;
+  if (s < 86400) return `${Math.round(s / 3600)} h ago`;
+  return new Date(iso).toLocaleDateString();
+}
+
+const REFRESH_MS = 2000;  // the sidebar's status refresh (one cheap read)
+
+export function App() {
+  const [host, setHost] = useState<HostInfo | null>(null);
+  const [sessions, setSessions] = useState<SessionRow[]>([]);
+  const [listError, setListError] = useState<string | null>(null);
+  const [current, setCurrent] = useState<string | null>(sessionFromHash);
+  const [results, setResults] = useState<Record<string, CommandResult[]>>({});
+  const [running, setRunning] = useState(false);
+  const [lastSeq, setLastSeq] = useState(0);
+  const [seedDraft, setSeedDraft] = useState<{ id: string; text: string } | null>(null);
+  const [creating, setCreating] = useState(false);
+  const [navOpen, setNavOpen] = useState(false);
+  const results_counter = useRef(0);
+
+  const refresh = useCallback(async () => {
+    try {
+      setSessions(await api.sessions());
+      setListError(null);
+    } catch (e: any) {
+      setListError(e?.message ?? String(e));
+    }
+  }, []);
+
+  useEffect(() => {
+    api.host().then(setHost).catch(() => {});
+    void refresh();
+    const timer = setInterval(() => void refresh(), REFRESH_MS);
+    const onHash = () => setCurrent(sessionFromHash());
+    addEventListener("hashchange", onHash);
+    return () => {
+      clearInterval(timer);
+      removeEventListener("hashchange", onHash);
+    };
+  }, []);
+
+  const open = (id: string) => {
+    location.hash = `#/s/${encodeURIComponent(id)}`;
+    setNavOpen(false);
+  };
+
+  const globalId = host?.global_session_id ?? null;
+  const globalRow = sessions.find((s) => s.session_id === globalId);
+  const others = sessions.filter((s) => s.session_id !== globalId);
+
+  const addResult = (sessionId: string, r: Omit<CommandResult, "key" | "afterSeq">) =>
+    setResults((all) => ({
+      ...all,
+      [sessionId]: [...(all[sessionId] ?? []), { ...r, key: `c${++results_counter.current}`, afterSeq: lastSeq }],
+    }));
+
+  return (
+    <div class={`layout${navOpen ? " nav-open" : ""}`}>
+      <header class="topbar">
+        <button type="button" class="secondary nav-toggle" aria-expanded={navOpen} aria-controls="sessions-nav"
+                onClick={() => setNavOpen(!navOpen)}>
+          Sessions
+        </button>
+        <span class="brand">dsh</span>
+      </header>
+      <nav id="sessions-nav" class="sidebar" aria-label="Sessions">
+        <button type="button" class="new" onClick={() => setCreating(true)}>
+          New session
+        </button>
+        {listError && <p class="error-text" role="alert">{listError}</p>}
+        <ul class="session-list">
+          {globalRow && (
+            <SessionItem row={globalRow} current={current} pinned onOpen={open} />
+          )}
+          {others.map((s) => (
+            <SessionItem key={s.session_id} row={s} current={current} onOpen={open} />
+          ))}
+        </ul>
+      </nav>
+      <main class="main">
+        {current ? (
+          <>
+            <SessionHeader row={sessions.find((s) => s.session_id === current)} id={current} isGlobal={current === globalId} />
+            <Conversation
+              sessionId={current}
+              commandResults={results[current] ?? []}
+              onOpenSession={open}
+              onRunning={setRunning}
+              onLastSeq={setLastSeq}
+              onFork={async (seq, text) => {
+                try {
+                  const child = await api.fork(current, seq - 1);
+                  setSeedDraft({ id: child.session.id, text });
+                  await refresh();
+                  open(child.session.id);
+                } catch (e: any) {
+                  addResult(current, { text: "fork", output: e?.message ?? String(e), error: true });
+                }
+              }}
+            />
+            <Composer
+              sessionId={current}
+              sessions={sessions}
+              running={running}
+              seedDraft={seedDraft && seedDraft.id === current ? seedDraft.text : null}
+              onSend={async (text, mode) => {
+                await api.send(current, text, mode);
+                void refresh();
+              }}
+              onCommand={async (text) => {
+                try {
+                  const r = await api.command(text, current);
+                  addResult(current, { text, output: r.text });
+                } catch (e: any) {
+                  addResult(current, { text, output: `${e?.code ?? "error"}: ${e?.message ?? e}`, error: true });
+                }
+              }}
+              onStop={() => void api.cancel(current)}
+            />
+          </>
+        ) : (
+          <section class="empty">
+            <h1>dsh</h1>
+            <p>Choose a session from the Sessions list, or start a new one.</p>
+          </section>
+        )}
+      </main>
+      {creating && host && (
+        <NewSessionDialog
+          host={host}
+          onClose={() => setCreating(false)}
+          onCreated={async (id) => {
+            setCreating(false);
+            await refresh();
+            open(id);
+          }}
+        />
+      )}
+    </div>
+  );
+}
+
+function SessionItem({ row, current, pinned, onOpen }: {
+  row: SessionRow; current: string | null; pinned?: boolean; onOpen: (id: string) => void;
+}) {
+  const name = row.title || row.session_id;
+  return (
+    <li class={`session${row.session_id === current ? " current" : ""}${pinned ? " pinned" : ""}`}>
+      <button type="button" onClick={() => onOpen(row.session_id)}
+              aria-current={row.session_id === current ? "page" : undefined}>
+        <span class="name">{pinned && <span class="tag">Global interface</span>} {name}</span>
+        <span class="meta">
+          <span class={`dot ${row.status}`} aria-hidden="true" />
+          <span class="status">{row.status}</span>
+          <span class="when">{relative(row.updated_at)}</span>
+        </span>
+      </button>
+    </li>
+  );
+}
+
+function SessionHeader({ row, id, isGlobal }: { row?: SessionRow; id: string; isGlobal: boolean }) {
+  return (
+    <header class="session-header">
+      <h1>{row?.title || id}</h1>
+      <span class="meta">
+        {isGlobal && <span class="tag">Global interface</span>}
+        <span class="mono muted">{id}</span>
+        {row && (
+          <>
+            <span class={`dot ${row.status}`} aria-hidden="true" /> <span class="status">{row.status}</span>
+          </>
+        )}
+      </span>
+    </header>
+  );
+}
+
+function NewSessionDialog({ host, onClose, onCreated }: {
+  host: HostInfo; onClose: () => void; onCreated: (id: string) => void;
+}) {
+  const dialog = useRef<HTMLDialogElement>(null);
+  const [prompt, setPrompt] = useState("");
+  const [preset, setPreset] = useState(host.default_preset);
+  const [cwd, setCwd] = useState("");
+  const [errors, setErrors] = useState<{ field?: string; message: string } | null>(null);
+  const [busy, setBusy] = useState(false);
+
+  useEffect(() => {
+    dialog.current?.showModal();
+  }, []);
+
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    if (!prompt.trim()) return setErrors({ field: "prompt", message: "Write what the new session should start with." });
+    setBusy(true);
+    setErrors(null);
+    try {
+      const args: Record<string, unknown> = { prompt };
+      if (preset) args.preset = preset;
+      if (cwd.trim()) args.cwd = cwd.trim();
+      const r = await api.tool<{ session_id: string }>("session_create", args);
+      onCreated(r.session_id);
+    } catch (err: any) {
+      const message: string = err?.message ?? String(err);
+      const field = ["prompt", "preset", "cwd", "model"].find((f) => message.includes("`" + f + "`") || message.includes(f + ":"));
+      setErrors({ field, message });
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  const fieldError = (f: string) =>
+    errors && errors.field === f ? <span class="error-text" id={`err-${f}`} role="alert">{errors.message}</span> : null;
+
+  return (
+    <dialog ref={dialog} class="new-session" aria-labelledby="new-session-title" onClose={onClose}>
+      <form method="dialog" onSubmit={submit}>
+        <h2 id="new-session-title">New session</h2>
+        <label>
+          First message
+          <textarea rows={4} value={prompt} aria-invalid={errors?.field === "prompt"}
+                    aria-describedby={errors?.field === "prompt" ? "err-prompt" : undefined}
+                    onInput={(e) => setPrompt((e.target as HTMLTextAreaElement).value)} />
+        </label>
+        {fieldError("prompt")}
+        <label>
+          Preset
+          <select value={preset} onChange={(e) => setPreset((e.target as HTMLSelectElement).value)}>
+            {host.presets.map((p) => (
+              <option key={p} value={p}>{p}</option>
+            ))}
+          </select>
+        </label>
+        {fieldError("preset")}
+        <p class="muted">Model: {host.default_model.description}</p>
+        <label>
+          Working directory (optional, absolute)
+          <input type="text" value={cwd} aria-invalid={errors?.field === "cwd"}
+                 onInput={(e) => setCwd((e.target as HTMLInputElement).value)} />
+        </label>
+        {fieldError("cwd")}
+        {errors && !errors.field && <p class="error-text" role="alert">{errors.message}</p>}
+        <div class="dialog-actions">
+          <button type="button" class="secondary" onClick={() => dialog.current?.close()}>
+            Cancel
+          </button>
+          <button type="submit" disabled={busy}>
+            Start
+          </button>
+        </div>
+      </form>
+    </dialog>
+  );
+}

@@ -1,0 +1,167 @@
+import { useEffect, useRef, useState } from "preact/hooks";
+import type { SessionRow } from "./api";
+import { applyCompletion, commandMenu, completeSessionsRead, isCommand } from "./lib/commands.js";
+
+interface Props {
+  sessionId: string;
+  sessions: SessionRow[];
+  running: boolean;
+  seedDraft: string | null;  // a draft to start with (a fork's message)
+  onSend: (text: string, mode: "steer" | "followup") => Promise<void>;
+  onCommand: (text: string) => Promise<void>;
+  onStop: () => void;
+}
+
+const draftKey = (id: string) => `dsh.draft.${id}`;
+
+interface Popup {
+  label: string;
+  options: { label: string; detail?: string; apply: (draft: string) => string }[];
+}
+
+// The message box: Enter sends as steer, Shift+Enter is a new line, a button
+// sends as follow-up, Stop cancels a running turn. Text starting with "/" is
+// a slash command (run locally through POST /api/commands). The draft is
+// kept per session across reloads.
+export function Composer({ sessionId, sessions, running, seedDraft, onSend, onCommand, onStop }: Props) {
+  const [draft, setDraft] = useState(() => localStorage.getItem(draftKey(sessionId)) ?? "");
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const [active, setActive] = useState(0);
+  const [dismissed, setDismissed] = useState<string | null>(null);
+  const box = useRef<HTMLTextAreaElement>(null);
+
+  useEffect(() => {
+    setDraft(seedDraft ?? localStorage.getItem(draftKey(sessionId)) ?? "");
+    setError(null);
+  }, [sessionId, seedDraft]);
+  useEffect(() => {
+    if (draft) localStorage.setItem(draftKey(sessionId), draft);
+    else localStorage.removeItem(draftKey(sessionId));
+  }, [draft, sessionId]);
+
+  const popup: Popup | null = (() => {
+    if (dismissed === draft) return null;
+    const read = completeSessionsRead(draft, sessions);
+    if (read) {
+      return {
+        label: read.kind === "flags" ? "Flags of /sessions read" : "Sessions",
+        options: read.options.map((o) => ({ label: o.label, detail: o.detail, apply: (d) => applyCompletion(d, read, o) })),
+      };
+    }
+    const menu = commandMenu(draft);
+    if (menu) {
+      return {
+        label: "Commands",
+        options: menu.map((c) => ({ label: c.name, detail: c.usage, apply: () => c.insert })),
+      };
+    }
+    return null;
+  })();
+  useEffect(() => setActive(0), [popup?.label, popup?.options.length]);
+
+  const choose = (i: number) => {
+    if (!popup) return;
+    const next = popup.options[i].apply(draft);
+    setDraft(next);
+    requestAnimationFrame(() => {
+      const el = box.current;
+      if (el) {
+        el.focus();
+        el.setSelectionRange(next.length, next.length);
+      }
+    });
+  };
+
+  const submit = async (mode: "steer" | "followup") => {
+    const text = draft.trim();
+    if (!text || busy) return;
+    setBusy(true);
+    setError(null);
+    try {
+      if (isCommand(text)) await onCommand(text);
+      else await onSend(text, mode);
+      setDraft("");
+    } catch (e: any) {
+      setError(e?.message ?? String(e));
+    } finally {
+      setBusy(false);
+      box.current?.focus();
+    }
+  };
+
+  const onKeyDown = (e: KeyboardEvent) => {
+    if (popup && popup.options.length > 0) {
+      if (e.key === "ArrowDown" || e.key === "ArrowUp") {
+        e.preventDefault();
+        const n = popup.options.length;
+        setActive((a) => (a + (e.key === "ArrowDown" ? 1 : n - 1)) % n);
+        return;
+      }
+      if (e.key === "Tab" || (e.key === "Enter" && !e.shiftKey)) {
+        e.preventDefault();
+        choose(Math.min(active, popup.options.length - 1));
+        return;
+      }
+      if (e.key === "Escape") {
+        e.preventDefault();
+        setDismissed(draft);
+        return;
+      }
+    }
+    if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
+      e.preventDefault();
+      void submit("steer");
+    }
+  };
+
+  const listId = `completion-${sessionId}`;
+  return (
+    <form class="composer" onSubmit={(e) => { e.preventDefault(); void submit("steer"); }}>
+      {popup && popup.options.length > 0 && (
+        <ul class="popup" role="listbox" id={listId} aria-label={popup.label}>
+          {popup.options.map((o, i) => (
+            <li
+              key={o.label}
+              id={`${listId}-${i}`}
+              role="option"
+              aria-selected={i === active}
+              class={i === active ? "active" : ""}
+              onMouseDown={(e) => { e.preventDefault(); choose(i); }}
+            >
+              <span class="mono">{o.label}</span>
+              {o.detail && <span class="muted"> {o.detail}</span>}
+            </li>
+          ))}
+        </ul>
+      )}
+      <textarea
+        ref={box}
+        aria-label="Message"
+        aria-autocomplete="list"
+        aria-controls={popup ? listId : undefined}
+        aria-activedescendant={popup ? `${listId}-${active}` : undefined}
+        placeholder="Message, or / for commands (Enter sends, Shift+Enter for a new line)"
+        rows={3}
+        value={draft}
+        onInput={(e) => { setDraft((e.target as HTMLTextAreaElement).value); setDismissed(null); }}
+        onKeyDown={onKeyDown}
+      />
+      <div class="composer-actions">
+        {error && <span class="error-text" role="alert">{error}</span>}
+        {running && (
+          <button type="button" class="secondary" onClick={onStop}>
+            Stop
+          </button>
+        )}
+        <button type="button" class="secondary" disabled={busy || !draft.trim() || isCommand(draft)}
+                onClick={() => void submit("followup")}>
+          Send as follow-up
+        </button>
+        <button type="submit" disabled={busy || !draft.trim()}>
+          Send
+        </button>
+      </div>
+    </form>
+  );
+}

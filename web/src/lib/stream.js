@@ -1,0 +1,137 @@
+// @ts-check
+// The conversation of one session as the browser holds it: a window of the
+// session's durable events (older pages prepended on scroll-up, live events
+// appended from the WebSocket) and the blocks derived from them. Pure
+// functions, tested with node --test (web/test/).
+
+/**
+ * @typedef {{seq: number, type: string, at: number, data: any}} StoredEvent
+ * @typedef {{
+ *   firstSeq: number,   // the seq before the first event held (0 = the log's start)
+ *   lastSeq: number,    // the seq of the last event held
+ *   events: StoredEvent[],
+ *   gap: boolean,       // an event arrived past a missing seq: reload the window
+ * }} Conversation
+ * @typedef {{kind: "user", key: string, seq: number, text: string, meta: any, mode?: string}
+ *   | {kind: "assistant", key: string, seq: number, text: string}
+ *   | {kind: "reasoning", key: string, seq: number, text: string}
+ *   | {kind: "tool", key: string, seq: number, name: string, args: string, result?: any, error?: any}
+ *   | {kind: "error", key: string, seq: number, code: string, message: string}
+ *   | {kind: "running", key: string, seq: number}} Block
+ */
+
+/** @param {number} firstSeq the seq before the window's first event */
+export function emptyConversation(firstSeq = 0) {
+  return /** @type {Conversation} */ ({ firstSeq, lastSeq: firstSeq, events: [], gap: false });
+}
+
+/**
+ * Appends events after lastSeq, in order. An event already held (seq <=
+ * lastSeq, e.g. repeated after a reconnect) is ignored; one past a missing
+ * seq marks a gap and is not taken.
+ * @param {Conversation} c
+ * @param {StoredEvent[]} events
+ * @returns {Conversation}
+ */
+export function appendEvents(c, events) {
+  let lastSeq = c.lastSeq;
+  /** @type {StoredEvent[]} */
+  const taken = [];
+  let gap = c.gap;
+  for (const e of events) {
+    if (e.seq <= lastSeq) continue;
+    if (e.seq !== lastSeq + 1) {
+      gap = true;
+      break;
+    }
+    taken.push(e);
+    lastSeq = e.seq;
+  }
+  if (taken.length === 0 && gap === c.gap) return c;
+  return { ...c, lastSeq, events: c.events.concat(taken), gap };
+}
+
+/**
+ * Prepends an older page: the events with seq in (newFirst, firstSeq].
+ * @param {Conversation} c
+ * @param {StoredEvent[]} older
+ * @param {number} newFirst the seq before the page's first event
+ * @returns {Conversation}
+ */
+export function prependEvents(c, older, newFirst) {
+  const page = older.filter((e) => e.seq > newFirst && e.seq <= c.firstSeq);
+  return { ...c, firstSeq: Math.min(newFirst, c.firstSeq), events: page.concat(c.events) };
+}
+
+/**
+ * The blocks a person sees, in log order: user and assistant messages,
+ * reasoning, tool calls with their results, turn errors, and a "running"
+ * marker while the last turn has not ended. Bookkeeping events are not
+ * blocks.
+ * @param {StoredEvent[]} events
+ * @returns {Block[]}
+ */
+export function blocksOf(events) {
+  /** @type {Block[]} */
+  const blocks = [];
+  /** @type {Map<string, number>} call_id -> index in blocks */
+  const calls = new Map();
+  let open = false;
+  for (const e of events) {
+    const key = "e" + e.seq;
+    const d = e.data ?? {};
+    switch (e.type) {
+      case "turn/start":
+        open = true;
+        break;
+      case "turn/end":
+        open = false;
+        if (d.status === "error") {
+          blocks.push({ kind: "error", key, seq: e.seq, code: d.error?.code ?? "error", message: d.error?.message ?? "" });
+        }
+        break;
+      case "message/user":
+        blocks.push({ kind: "user", key, seq: e.seq, text: String(d.text ?? ""), meta: d.meta ?? null, mode: d.mode });
+        break;
+      case "message/assistant":
+        blocks.push({ kind: "assistant", key, seq: e.seq, text: String(d.text ?? "") });
+        break;
+      case "message/reasoning":
+        blocks.push({ kind: "reasoning", key, seq: e.seq, text: String(d.text ?? "") });
+        break;
+      case "tool/call":
+        calls.set(String(d.call_id), blocks.length);
+        blocks.push({ kind: "tool", key, seq: e.seq, name: String(d.name ?? ""), args: String(d.arguments ?? "") });
+        break;
+      case "tool/result": {
+        const at = calls.get(String(d.call_id));
+        const block = at === undefined ? null : blocks[at];
+        if (block && block.kind === "tool") {
+          blocks[at ?? 0] = { ...block, result: d.result, error: d.error };
+        } else {
+          blocks.push({ kind: "tool", key, seq: e.seq, name: String(d.name ?? ""), args: "", result: d.result, error: d.error });
+        }
+        break;
+      }
+      default:
+        break;  // titles, schedules, loops: not conversation
+    }
+  }
+  if (open) blocks.push({ kind: "running", key: "running", seq: events.length ? events[events.length - 1].seq : 0 });
+  return blocks;
+}
+
+/**
+ * Pretty JSON for a tool's arguments (a JSON string) or result (a value).
+ * @param {unknown} value
+ */
+export function prettyJson(value) {
+  if (typeof value === "string") {
+    try {
+      return JSON.stringify(JSON.parse(value), null, 2);
+    } catch {
+      return value;
+    }
+  }
+  return JSON.stringify(value, null, 2);
+}

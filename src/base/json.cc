@@ -21,6 +21,16 @@ std::string DumpJson(const Json& value) {
   return value.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
+std::string DescribeJson(const Json& value, size_t max_chars) {
+  std::string type = JsonTypeName(value);
+  if (value.is_string() || value.is_number() || value.is_boolean()) {
+    std::string text = DumpJson(value);
+    if (text.size() > max_chars) text = text.substr(0, max_chars > 3 ? max_chars - 3 : 0) + "...";
+    return type + " " + text;
+  }
+  return type;
+}
+
 std::string JsonTypeName(const Json& value) {
   switch (value.type()) {
     case Json::value_t::null: return "null";

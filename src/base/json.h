@@ -21,4 +21,8 @@ std::string DumpJson(const Json& value);
 // A JSON type name for messages: "string", "integer", "number", "object", ...
 std::string JsonTypeName(const Json& value);
 
+// A value as error messages quote it: its type, and for a scalar its JSON
+// text cut to `max_chars` ("string \"abc\"", "number 1.5", "object").
+std::string DescribeJson(const Json& value, size_t max_chars = 40);
+
 }  // namespace dsh

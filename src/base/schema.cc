@@ -5,15 +5,6 @@
 namespace dsh::schema_detail {
 namespace {
 
-std::string Describe(const Json& v) {
-  std::string type = JsonTypeName(v);
-  if (v.is_string() || v.is_number() || v.is_boolean()) {
-    std::string text = DumpJson(v);
-    if (text.size() > 40) text = text.substr(0, 37) + "...";
-    return type + " " + text;
-  }
-  return type;
-}
 
 std::string Field(const std::string& path) { return path.empty() ? "arguments" : "`" + path + "`"; }
 
@@ -42,7 +33,7 @@ std::string JoinPath(const std::string& parent, const std::string& name) {
 }
 
 Status NotAnObject(const Json& v, const std::string& path) {
-  return InvalidArguments(Field(path) + " must be a JSON object (got " + Describe(v) + ")");
+  return InvalidArguments(Field(path) + " must be a JSON object (got " + DescribeJson(v) + ")");
 }
 
 Status UnknownProperty(const std::string& path, const std::string& key) {
@@ -52,7 +43,7 @@ Status UnknownProperty(const std::string& path, const std::string& key) {
 Status MissingField(const std::string& path) { return InvalidArguments(Field(path) + " is required"); }
 
 Status DecodeString(const Json& v, const std::string& path, const StringRule& rule, std::string& out) {
-  if (!v.is_string()) return InvalidArguments(Field(path) + " must be a string (got " + Describe(v) + ")");
+  if (!v.is_string()) return InvalidArguments(Field(path) + " must be a string (got " + DescribeJson(v) + ")");
   std::string s = v.get<std::string>();
   if (rule.trim) s = TrimAscii(s);
   if (rule.non_empty && s.empty()) {
@@ -64,7 +55,7 @@ Status DecodeString(const Json& v, const std::string& path, const StringRule& ru
     if (!found) {
       std::string list;
       for (const auto& allowed : rule.one_of) list += (list.empty() ? "\"" : ", \"") + allowed + "\"";
-      return InvalidArguments(Field(path) + " must be one of " + list + " (got " + Describe(v) + ")");
+      return InvalidArguments(Field(path) + " must be one of " + list + " (got " + DescribeJson(v) + ")");
     }
   }
   out = std::move(s);
@@ -73,7 +64,7 @@ Status DecodeString(const Json& v, const std::string& path, const StringRule& ru
 
 Status DecodeInt(const Json& v, const std::string& path, const IntRule& rule, int64_t& out) {
   auto bad = [&](const std::string& why) {
-    return InvalidArguments(Field(path) + " must be " + Range(rule) + " (got " + Describe(v) + (why.empty() ? "" : ", " + why) + ")");
+    return InvalidArguments(Field(path) + " must be " + Range(rule) + " (got " + DescribeJson(v) + (why.empty() ? "" : ", " + why) + ")");
   };
   int64_t i = 0;
   if (v.is_number_unsigned()) {
@@ -99,7 +90,7 @@ Status DecodeInt(const Json& v, const std::string& path, const IntRule& rule, in
 }
 
 Status DecodeBool(const Json& v, const std::string& path, bool& out) {
-  if (!v.is_boolean()) return InvalidArguments(Field(path) + " must be a boolean (got " + Describe(v) + ")");
+  if (!v.is_boolean()) return InvalidArguments(Field(path) + " must be a boolean (got " + DescribeJson(v) + ")");
   out = v.get<bool>();
   return Status::Ok();
 }

@@ -17,22 +17,13 @@ constexpr const char* kWhitespace = " \t\r\n\f\v";
 
 Status Corrupt(std::string message) { return Status(codes::kCorruptScheduleLog, std::move(message)); }
 
-std::string Describe(const Json& v) {
-  std::string type = JsonTypeName(v);
-  if (v.is_string() || v.is_number() || v.is_boolean()) {
-    std::string text = DumpJson(v);
-    if (text.size() > 60) text = text.substr(0, 57) + "...";
-    return type + " " + text;
-  }
-  return type;
-}
 
 std::string Field(const std::string& path) { return "`" + path + "`"; }
 
 // `v` must be an object whose keys are exactly `required` plus any of `optional`.
 Status ExpectKeys(const Json& v, const std::string& path, std::initializer_list<std::string_view> required,
                   std::initializer_list<std::string_view> optional = {}) {
-  if (!v.is_object()) return Corrupt(Field(path) + " must be an object (got " + Describe(v) + ")");
+  if (!v.is_object()) return Corrupt(Field(path) + " must be an object (got " + DescribeJson(v, 60) + ")");
   for (const auto& [key, value] : v.items()) {
     const bool known = std::find(required.begin(), required.end(), key) != required.end() ||
                        std::find(optional.begin(), optional.end(), key) != optional.end();
@@ -53,20 +44,20 @@ Result<int64_t> PositiveSafeInteger(const Json& v, const std::string& path) {
     i = v.get<int64_t>();
   }
   if (i < 1 || i > kMaxSafeInteger) {
-    return Corrupt(Field(path) + " must be an integer from 1 to 2^53-1 (got " + Describe(v) + ")");
+    return Corrupt(Field(path) + " must be an integer from 1 to 2^53-1 (got " + DescribeJson(v, 60) + ")");
   }
   return i;
 }
 
 Result<std::string> Id(const Json& v, const std::string& path) {
   if (!v.is_string() || !ParseScheduleId(v.get_ref<const std::string&>())) {
-    return Corrupt(Field(path) + " must be \"schedule-N\" with N a positive integer (got " + Describe(v) + ")");
+    return Corrupt(Field(path) + " must be \"schedule-N\" with N a positive integer (got " + DescribeJson(v, 60) + ")");
   }
   return v.get<std::string>();
 }
 
 Result<Record> DecodeRecord(const Json& v) {
-  if (!v.is_object()) return Corrupt("`schedule` must be an object (got " + Describe(v) + ")");
+  if (!v.is_object()) return Corrupt("`schedule` must be an object (got " + DescribeJson(v, 60) + ")");
   auto kind = v.find("kind");
   if (kind == v.end()) return Corrupt("missing field `schedule.kind`");
   Record r;
@@ -78,22 +69,22 @@ Result<Record> DecodeRecord(const Json& v) {
     r.kind = Kind::kAt;
     DSH_RETURN_IF_ERROR(ExpectKeys(v, "schedule", {"id", "kind", "prompt", "scheduled_at"}));
   } else {
-    return Corrupt("`schedule.kind` must be \"after\" or \"at\" (got " + Describe(*kind) + ")");
+    return Corrupt("`schedule.kind` must be \"after\" or \"at\" (got " + DescribeJson(*kind, 60) + ")");
   }
   DSH_ASSIGN_OR_RETURN(r.id, Id(v["id"], "schedule.id"));
 
   const Json& prompt = v["prompt"];
-  if (!prompt.is_string()) return Corrupt("`schedule.prompt` must be a string (got " + Describe(prompt) + ")");
+  if (!prompt.is_string()) return Corrupt("`schedule.prompt` must be a string (got " + DescribeJson(prompt, 60) + ")");
   r.prompt = prompt.get<std::string>();
   if (r.prompt.empty() || r.prompt.find_first_not_of(kWhitespace) != 0 ||
       r.prompt.find_last_not_of(kWhitespace) != r.prompt.size() - 1) {
-    return Corrupt("`schedule.prompt` must be non-empty and trimmed (got " + Describe(prompt) + ")");
+    return Corrupt("`schedule.prompt` must be non-empty and trimmed (got " + DescribeJson(prompt, 60) + ")");
   }
 
   const Json& at = v["scheduled_at"];
   auto bad_at = [&] {
     return Corrupt("`schedule.scheduled_at` must be a canonical UTC RFC 3339 time such as "
-                   "\"2026-01-01T00:00:30.000Z\" (got " + Describe(at) + ")");
+                   "\"2026-01-01T00:00:30.000Z\" (got " + DescribeJson(at, 60) + ")");
   };
   if (!at.is_string()) return bad_at();
   auto t = ParseRfc3339(at.get_ref<const std::string&>());
@@ -154,11 +145,11 @@ session::EventDraft DispatchEvent(const std::string& id) {
 }
 
 Result<Change> DecodeChange(const Json& data) {
-  if (!data.is_object()) return Corrupt("the event data must be an object (got " + Describe(data) + ")");
+  if (!data.is_object()) return Corrupt("the event data must be an object (got " + DescribeJson(data, 60) + ")");
   auto version = data.find("version");
   if (version == data.end()) return Corrupt("missing field `version`");
   if (!version->is_number_integer() || *version != kScheduleLogVersion) {
-    return Corrupt("unsupported `version` " + Describe(*version) + " (this host reads version 1)");
+    return Corrupt("unsupported `version` " + DescribeJson(*version, 60) + " (this host reads version 1)");
   }
   auto op = data.find("op");
   if (op == data.end()) return Corrupt("missing field `op`");
@@ -176,7 +167,7 @@ Result<Change> DecodeChange(const Json& data) {
     DSH_ASSIGN_OR_RETURN(c.id, Id(data["id"], "id"));
     return c;
   }
-  return Corrupt("`op` must be \"create\", \"delete\" or \"dispatch\" (got " + Describe(*op) + ")");
+  return Corrupt("`op` must be \"create\", \"delete\" or \"dispatch\" (got " + DescribeJson(*op, 60) + ")");
 }
 
 const Record* ScheduleState::Find(std::string_view id) const {

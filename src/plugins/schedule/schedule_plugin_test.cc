@@ -170,6 +170,15 @@ class ScheduleTest : public ::testing::Test {
     std::this_thread::sleep_for(100ms);
     ASSERT_TRUE(service_->SettleForTesting());
   }
+  // Starts a turn in `id` whose model reply is held until model_.Release().
+  void StartHeldTurn(const std::string& id) {
+    model_.Push(ScriptedModel::Hold(ScriptedModel::Text("long answer")));
+    std::promise<Result<agent::Delivered>> p;
+    manager_->Deliver(agent::Delivery{id, "a long question", agent::DeliveryMode::kSteer, true, std::nullopt, Json::object()},
+                      [&](Result<agent::Delivered> r) { p.set_value(std::move(r)); });
+    ASSERT_TRUE(p.get_future().get().ok());
+    ASSERT_TRUE(Eventually([&] { return manager_->LiveStatus(id) == agent::AgentStatus::kRunning; }));
+  }
   void WaitIdle(const std::string& id) {
     std::promise<Status> idle;
     manager_->WhenIdle(id, [&](Status st) { idle.set_value(st); });
@@ -362,12 +371,7 @@ TEST_F(ScheduleTest, TheWallClockSteppedBackFiresNothingEarlyAndSteppedForwardFi
 TEST_F(ScheduleTest, ABusyAgentGetsTheReminderWhenItsTurnEnds) {
   std::string me = Live();
   Ok(From(me), "schedule_create", {{"prompt", "later"}, {"after_seconds", 5}});
-  model_.Push(ScriptedModel::Hold(ScriptedModel::Text("long answer")));
-  std::promise<Result<agent::Delivered>> p;
-  manager_->Deliver(agent::Delivery{me, "a long question", agent::DeliveryMode::kSteer, true, std::nullopt, Json::object()},
-                    [&](Result<agent::Delivered> r) { p.set_value(std::move(r)); });
-  ASSERT_TRUE(p.get_future().get().ok());
-  ASSERT_TRUE(Eventually([&] { return manager_->LiveStatus(me) == agent::AgentStatus::kRunning; }));
+  StartHeldTurn(me);
   clock_.Advance(10s);
   Quiesce();
   EXPECT_EQ(Changes(me), std::vector<std::string>{"create"}) << "no dispatch while a turn runs";
@@ -379,12 +383,7 @@ TEST_F(ScheduleTest, ABusyAgentGetsTheReminderWhenItsTurnEnds) {
 TEST_F(ScheduleTest, ADeleteBeforeTheAgentIsIdleWinsOverTheDueDispatch) {
   std::string me = Live();
   Ok(From(me), "schedule_create", {{"prompt", "later"}, {"after_seconds", 5}});
-  model_.Push(ScriptedModel::Hold(ScriptedModel::Text("long answer")));
-  std::promise<Result<agent::Delivered>> p;
-  manager_->Deliver(agent::Delivery{me, "a long question", agent::DeliveryMode::kSteer, true, std::nullopt, Json::object()},
-                    [&](Result<agent::Delivered> r) { p.set_value(std::move(r)); });
-  ASSERT_TRUE(p.get_future().get().ok());
-  ASSERT_TRUE(Eventually([&] { return manager_->LiveStatus(me) == agent::AgentStatus::kRunning; }));
+  StartHeldTurn(me);
   clock_.Advance(10s);
   Quiesce();
   EXPECT_EQ(Ok(From(me), "schedule_delete", {{"id", "schedule-1"}})["deleted"], true);

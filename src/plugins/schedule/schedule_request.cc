@@ -21,15 +21,6 @@ constexpr int64_t kOffsetReachMs = 27LL * 3600 * kMsPerSecond;
 
 constexpr const char* kCreate = "schedule_create";
 
-std::string Describe(const Json& v) {
-  std::string type = JsonTypeName(v);
-  if (v.is_string() || v.is_number() || v.is_boolean()) {
-    std::string text = DumpJson(v);
-    if (text.size() > 40) text = text.substr(0, 37) + "...";
-    return type + " " + text;
-  }
-  return type;
-}
 
 Status Bad(const std::string& message) { return InvalidArguments(std::string(kCreate) + ": " + message); }
 
@@ -65,7 +56,7 @@ Result<int64_t> AfterSeconds(const Json& v, int64_t now_ms) {
                                             seconds);
   if (!decoded.ok()) {
     return Bad("`after_seconds` must be a positive whole number of seconds no greater than 2^53-1 (got " +
-               Describe(v) + ")");
+               DescribeJson(v) + ")");
   }
   // seconds * 1000 < 2^63: no overflow.
   if (seconds * kMsPerSecond > kLastInstantMs - now_ms) {
@@ -115,11 +106,11 @@ Result<LocalTarget> LocalAtTarget(const Json& at, const CreateContext& context) 
   }
   const Json& date = at["date"];
   const Json& time = at["time"];
-  if (!date.is_string()) return Bad("`at.date` must be a string \"YYYY-MM-DD\" (got " + Describe(date) + ")");
-  if (!time.is_string()) return Bad("`at.time` must be a string \"HH:MM\" or \"HH:MM:SS\" (got " + Describe(time) + ")");
+  if (!date.is_string()) return Bad("`at.date` must be a string \"YYYY-MM-DD\" (got " + DescribeJson(date) + ")");
+  if (!time.is_string()) return Bad("`at.time` must be a string \"HH:MM\" or \"HH:MM:SS\" (got " + DescribeJson(time) + ")");
   const Json* zone_name = at.contains("time_zone") ? &at["time_zone"] : nullptr;
   if (zone_name && !zone_name->is_string()) {
-    return Bad("`at.time_zone` must be an IANA time zone name string (got " + Describe(*zone_name) + ")");
+    return Bad("`at.time_zone` must be an IANA time zone name string (got " + DescribeJson(*zone_name) + ")");
   }
 
   auto local = ParseLocalDateTime(date.get_ref<const std::string&>(), time.get_ref<const std::string&>());
@@ -171,7 +162,7 @@ Result<int64_t> AtTarget(const Json& at, const CreateContext& context) {
     return target.instant_ms;
   }
   return Bad("`at` must be an RFC 3339 string with an offset or an object {\"date\", \"time\", \"time_zone\"?} (got " +
-             Describe(at) + ")");
+             DescribeJson(at) + ")");
 }
 
 struct DeleteArgs {
@@ -198,7 +189,7 @@ const ObjectSchema<ListArgs>& ListSchema() {
 }  // namespace
 
 Result<Record> ResolveScheduleCreate(const Json& args, const CreateContext& context) {
-  if (!args.is_object()) return Bad("arguments must be a JSON object (got " + Describe(args) + ")");
+  if (!args.is_object()) return Bad("arguments must be a JSON object (got " + DescribeJson(args) + ")");
   DSH_RETURN_IF_ERROR(CheckTopLevelKeys(args));
 
   Record record;

@@ -344,7 +344,16 @@ void Agent::Step() {
     auto adapter = manager_.models_.AdapterFor(header_.route.provider);
     if (!adapter.ok()) return EndTurn(adapter.status());
     cancel_ = std::make_shared<CancelToken>();
-    (*adapter)->Stream(BuildRequest(), cancel_, nullptr,
+    // The answer's pieces go to live viewers as they come (not stored; the
+    // committed events replace them).
+    ModelAdapter::OnDelta deltas;
+    if (session::EventHub* hub = manager_.sessions_.hub()) {
+      int64_t after = events_.empty() ? 0 : events_.back().seq;
+      deltas = [hub, id = header_.id, after](const ModelDelta& d) {
+        hub->PublishDelta(id, {after, d.kind == ModelDelta::Kind::kReasoning ? "reasoning" : "text", d.text});
+      };
+    }
+    (*adapter)->Stream(BuildRequest(), cancel_, std::move(deltas),
                        OnStrand<Result<ModelResponse>>([this](Result<ModelResponse> r) { OnModel(std::move(r)); }));
   };
   if (steers.empty()) return call();

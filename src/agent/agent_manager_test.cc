@@ -5,6 +5,8 @@
 #include <boost/asio/executor_work_guard.hpp>
 
 #include <future>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include "agent/agent.h"
@@ -742,6 +744,31 @@ class OpenAiAgentTest : public AgentTest {
   std::unique_ptr<ModelAdapter> adapter_;
   std::unique_ptr<testing::SingleModelRouter> openai_router_;
 };
+
+TEST_F(OpenAiAgentTest, TheAnswerIsPublishedInPiecesAsItIsGenerated) {
+  std::string id = CreateSession();
+  std::mutex mu;
+  std::string text;
+  std::set<int64_t> after;
+  auto sub = hub_.Subscribe(
+      id, [](const std::string&, const std::vector<Event>&) {},
+      [&](const std::string&, const session::EventHub::Delta& d) {
+        std::lock_guard lock(mu);
+        if (d.kind == "text") text += d.text;
+        after.insert(d.after_seq);
+      });
+  chat_.Enqueue(testing::TextReply("a streamed answer"));
+  ASSERT_TRUE(Deliver(id, "stream it").ok());
+  auto log = waiter_.WaitForTurnEnds(id, 1);
+  std::lock_guard lock(mu);
+  EXPECT_EQ(text, "a streamed answer");
+  ASSERT_EQ(after.size(), 1u);
+  int64_t last_user = 0;
+  for (const auto& e : log) {
+    if (e.type == et::kUserMessage || e.type == "title/fallback") last_user = std::max(last_user, e.seq);
+  }
+  EXPECT_EQ(*after.begin(), last_user) << "the seq the model call began after";
+}
 
 TEST_F(OpenAiAgentTest, AToolCallRunsAndItsResultReachesTheNextRequest) {
   chat_.Enqueue(testing::ToolCallReply({{"call_1", "echo_args", R"({"text":"pong"})"}}));

@@ -29,12 +29,18 @@ void EventStream::OnOpen(std::shared_ptr<WebSocketConnection> connection) {
   // Subscribe first, then read: every event commits either before the
   // backlog read starts (and is in it) or after the subscription (and is
   // published to it); duplicates are dropped by seq.
-  subscription_ = hub_.Subscribe(session_id_, [weak = weak_from_this(), ex = connection_->executor()](
-                                                  const std::string&, const std::vector<Event>& events) {
-    net::post(ex, [weak, events] {
-      if (auto self = weak.lock()) self->OnLive(events);
-    });
-  });
+  subscription_ = hub_.Subscribe(
+      session_id_,
+      [weak = weak_from_this(), ex = connection_->executor()](const std::string&, const std::vector<Event>& events) {
+        net::post(ex, [weak, events] {
+          if (auto self = weak.lock()) self->OnLive(events);
+        });
+      },
+      [weak = weak_from_this(), ex = connection_->executor()](const std::string&, const session::EventHub::Delta& d) {
+        net::post(ex, [weak, d] {
+          if (auto self = weak.lock()) self->OnDelta(d);
+        });
+      });
   Pump();
 }
 
@@ -61,6 +67,15 @@ void EventStream::OnLive(const std::vector<Event>& events) {
   // how far to read.
   if (live_.size() > options_.max_buffered_live) live_.clear();
   Pump();
+}
+
+void EventStream::OnDelta(const session::EventHub::Delta& d) {
+  // Only on top of what the client has: a delta never overtakes an event.
+  if (!connection_ || connection_->closing() || !backlog_done_ || !live_.empty()) return;
+  if (d.after_seq > last_sent_seq_ || known_seq_ > last_sent_seq_) return;
+  // Dropped, not queued, when the client is slow: the events are the record.
+  if (connection_->queued_messages() >= static_cast<size_t>(options_.page)) return;
+  (void)connection_->Send(DumpJson(Json{{"type", "delta"}, {"after_seq", d.after_seq}, {"kind", d.kind}, {"text", d.text}}));
 }
 
 void EventStream::Pump() {

@@ -51,6 +51,9 @@ class EventStream final : public WebSocketSession, public std::enable_shared_fro
 
  private:
   void OnLive(const std::vector<session::Event>& events);
+  // A model delta: sent as {"type": "delta", ...} only when the client is
+  // caught up; dropped otherwise (docs/API.md).
+  void OnDelta(const session::EventHub::Delta& delta);
   // Sends what can be sent, then starts the store read that is due, if any.
   void Pump();
   void OnStoreRead(int64_t asked, Result<std::vector<session::Event>> read);

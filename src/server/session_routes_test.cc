@@ -360,6 +360,28 @@ TEST_F(SessionRoutesTest, StreamSendsTheBacklogThenReadyThenLiveEventsInOrder) {
   EXPECT_TRUE(c->Close().ok());
 }
 
+TEST_F(SessionRoutesTest, StreamSendsModelDeltasOnlyOnTopOfWhatTheClientHas) {
+  StartServer();
+  NewSession();
+  Append("s1", 3);
+  auto c = Stream("");
+  ASSERT_TRUE(c);
+  ReadUntilReady(*c);
+  hub_.PublishDelta("s1", {5, "text", "from the future"});  // after events the client lacks: dropped
+  hub_.PublishDelta("s1", {3, "text", "ec"});
+  hub_.PublishDelta("s1", {3, "reasoning", "hm"});
+  hub_.PublishDelta("other", {3, "text", "another session's"});
+  Append("s1", 1, "message/assistant");
+  auto first = c->ReadJson();
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(*first, (Json{{"type", "delta"}, {"after_seq", 3}, {"kind", "text"}, {"text", "ec"}}));
+  auto second = c->ReadJson();
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ((*second)["kind"], "reasoning");
+  EXPECT_EQ(ReadEvents(*c, 1), (std::vector<int64_t>{4})) << "then the committed event; nothing else";
+  EXPECT_TRUE(c->Close().ok());
+}
+
 TEST_F(SessionRoutesTest, StreamOfAnEmptySessionIsReadyAtZero) {
   StartServer();
   NewSession();

@@ -4,10 +4,11 @@ namespace dsh::session {
 
 EventHub::Subscription::~Subscription() { hub_.Unsubscribe(id_); }
 
-std::unique_ptr<EventHub::Subscription> EventHub::Subscribe(const std::string& session_id, Listener listener) {
+std::unique_ptr<EventHub::Subscription> EventHub::Subscribe(const std::string& session_id, Listener listener,
+                                                            DeltaListener deltas) {
   std::lock_guard lock(mu_);
   uint64_t id = next_id_++;
-  entries_.emplace(id, Entry{session_id, std::move(listener)});
+  entries_.emplace(id, Entry{session_id, std::move(listener), std::move(deltas)});
   by_session_.emplace(session_id, id);
   return std::unique_ptr<Subscription>(new Subscription(*this, id));
 }
@@ -37,6 +38,15 @@ void EventHub::Publish(const std::string& session_id, const std::vector<Event>& 
     static const std::string kAll;
     auto [lo, hi] = by_session_.equal_range(key ? *key : kAll);
     for (auto s = lo; s != hi; ++s) entries_.at(s->second).listener(session_id, events);
+  }
+}
+
+void EventHub::PublishDelta(const std::string& session_id, const Delta& delta) {
+  std::lock_guard lock(mu_);
+  auto [lo, hi] = by_session_.equal_range(session_id);
+  for (auto s = lo; s != hi; ++s) {
+    const Entry& e = entries_.at(s->second);
+    if (e.deltas) e.deltas(session_id, delta);
   }
 }
 

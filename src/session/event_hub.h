@@ -25,6 +25,16 @@ namespace dsh::session {
 class EventHub {
  public:
   using Listener = std::function<void(const std::string& session_id, const std::vector<Event>& events)>;
+  // A piece of a model answer being generated, not an event: it is never
+  // stored, a listener may miss it, and the committed event replaces it.
+  // `after_seq` is the seq of the session's last event when the model call
+  // began.
+  struct Delta {
+    int64_t after_seq = 0;
+    std::string kind;  // "text" or "reasoning"
+    std::string text;
+  };
+  using DeltaListener = std::function<void(const std::string& session_id, const Delta& delta)>;
 
   // Unsubscribes when destroyed; after the destructor returns the listener
   // is not running and will not run again.
@@ -41,17 +51,21 @@ class EventHub {
     uint64_t id_;
   };
 
-  // Listens to one session's events.
-  std::unique_ptr<Subscription> Subscribe(const std::string& session_id, Listener listener);
+  // Listens to one session's events (and, when given, its deltas).
+  std::unique_ptr<Subscription> Subscribe(const std::string& session_id, Listener listener,
+                                          DeltaListener deltas = nullptr);
   // Listens to every session's events.
   std::unique_ptr<Subscription> SubscribeAll(Listener listener);
 
   void Publish(const std::string& session_id, const std::vector<Event>& events);
+  // Best effort, from the model's thread: the session's delta listeners.
+  void PublishDelta(const std::string& session_id, const Delta& delta);
 
  private:
   struct Entry {
     std::string session_id;  // empty = all sessions
     Listener listener;
+    DeltaListener deltas;    // may be null
   };
   void Unsubscribe(uint64_t id);
 

@@ -69,6 +69,10 @@ class SessionStore {
   void AppendWithAsync(std::string session_id, std::vector<EventDraft> events, AlsoFn also,
                        Callback<std::vector<Event>> done);
 
+  // The hub this store publishes to (nullptr when none): the agents publish
+  // their model deltas there too.
+  EventHub* hub() const { return hub_; }
+
   // ReadEvents inside a transaction of the caller's (an AlsoFn or a job).
   static Result<std::vector<Event>> ReadEventsIn(store::Tx& tx, const std::string& session_id, int64_t after_seq,
                                                  int64_t limit);

@@ -69,6 +69,23 @@ describe("conversation", () => {
     await page.context().close();
   });
 
+  test("the answer streams as deltas over the WebSocket before it is committed", async () => {
+    const page = await signedIn(browser, host);
+    const frames = [];
+    page.on("websocket", (ws) => ws.on("framereceived", (f) => frames.push(JSON.parse(String(f.payload)))));
+    await newSession(page, "stream please");
+    await page.getByText("echo: stream please").waitFor();
+    await message(page).fill("and again");
+    await page.keyboard.press("Enter");
+    await page.getByText("echo: and again").waitFor();
+    const delta = frames.findIndex((f) => f.type === "delta" && f.text === "echo: and again");
+    const committed = frames.findIndex((f) => f.type === "event" && f.event.type === "message/assistant" && f.event.data.text === "echo: and again");
+    assert.ok(delta >= 0, "a delta arrived: " + JSON.stringify(frames.map((f) => f.type)));
+    assert.ok(delta < committed, "before the committed answer");
+    assert.equal(await page.getByTestId("streaming").count(), 0, "the committed answer replaced it");
+    await page.context().close();
+  });
+
   test("keyboard only: Tab to the message box, type, Enter sends", async () => {
     const page = await signedIn(browser, host);
     const id = await newSession(page, "first");
@@ -117,7 +134,12 @@ describe("conversation", () => {
     assert.equal(await host.status(session.id), "cold");
     const page = await signedIn(browser, host);
     await page.goto(host.url + `/#/s/${session.id}`);
-    await page.getByText("echo: remember me").waitFor();
+    try {
+      await page.getByText("echo: remember me").waitFor({ timeout: 10000 });
+    } catch (e) {
+      await screenshot(page, "cold-failure");
+      throw new Error(e.message + "\nlog: " + JSON.stringify(await host.events(session.id)) + "\nurl: " + page.url());
+    }
     await page.waitForTimeout(1500);
     assert.equal(await host.status(session.id), "cold");
     await page.context().close();

@@ -48,6 +48,7 @@ export function App() {
     const timer = setInterval(() => void refresh(), REFRESH_MS);
     const onHash = () => setCurrent(sessionFromHash());
     addEventListener("hashchange", onHash);
+    onHash();  // the address may have changed before this effect ran
     return () => {
       clearInterval(timer);
       removeEventListener("hashchange", onHash);

@@ -1,7 +1,16 @@
 import MarkdownIt from "markdown-it";
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { api, streamUrl, type StoredEvent } from "./api";
-import { appendEvents, blocksOf, emptyConversation, prependEvents, prettyJson } from "./lib/stream.js";
+import {
+  addDelta,
+  appendEvents,
+  blocksOf,
+  emptyConversation,
+  endsPending,
+  noPending,
+  prependEvents,
+  prettyJson,
+} from "./lib/stream.js";
 
 // Model text is Markdown; raw HTML in it is shown as text, never rendered.
 const markdown = new MarkdownIt({ html: false, linkify: false, breaks: true });
@@ -36,6 +45,7 @@ export function Conversation({ sessionId, commandResults, onFork, onOpenSession,
   const [loading, setLoading] = useState(true);
   const [error, setError] = useState<string | null>(null);
   const [conn, setConn] = useState<Conn>("connecting");
+  const [pending, setPending] = useState(noPending);
   const convRef = useRef(conv);
   convRef.current = conv;
   const scroller = useRef<HTMLDivElement>(null);
@@ -59,6 +69,9 @@ export function Conversation({ sessionId, commandResults, onFork, onOpenSession,
         const msg = JSON.parse(String(m.data));
         if (msg.type === "event") {
           setConv((c) => appendEvents(c, [msg.event as StoredEvent]));
+          if (endsPending(msg.event)) setPending(noPending());
+        } else if (msg.type === "delta") {
+          setPending((p) => addDelta(p, msg));
         } else if (msg.type === "ready") {
           attempt = 0;
           setConn("live");
@@ -66,6 +79,7 @@ export function Conversation({ sessionId, commandResults, onFork, onOpenSession,
       };
       socket.onclose = () => {
         if (closed) return;
+        setPending(noPending());
         setConn("reconnecting");
         attempt += 1;
         retry = setTimeout(connect, Math.min(5000, 250 * 2 ** Math.min(attempt, 5)));
@@ -146,6 +160,19 @@ export function Conversation({ sessionId, commandResults, onFork, onOpenSession,
     items.push(<BlockView key={b.key} block={b} onFork={onFork} />);
   }
   flushResults(Number.MAX_SAFE_INTEGER);
+  if (pending.reasoning || pending.text) {
+    // The answer being written, replaced by the committed one.
+    const at = items.findIndex((i) => i.key === "running");
+    const node = (
+      <li key="pending" class="block assistant streaming" aria-live="polite" data-testid="streaming">
+        <div class="who">Assistant (writing…)</div>
+        {pending.reasoning && <div class="text plain muted">{pending.reasoning}</div>}
+        {pending.text && <div class="text markdown" dangerouslySetInnerHTML={{ __html: markdown.render(pending.text) }} />}
+      </li>
+    );
+    if (at >= 0) items.splice(at, 0, node);
+    else items.push(node);
+  }
 
   return (
     <section class="conversation" aria-label="Conversation">

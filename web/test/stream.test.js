@@ -50,3 +50,15 @@ test("tool arguments are pretty-printed, invalid JSON shown as is", () => {
   assert.equal(prettyJson('{"a":1}'), '{\n  "a": 1\n}');
   assert.equal(prettyJson("{oops"), "{oops");
 });
+
+test("deltas build the answer being written; the committed answer ends it", async () => {
+  const { addDelta, endsPending, noPending } = await import("../src/lib/stream.js");
+  let p = noPending();
+  p = addDelta(p, { kind: "text", text: "ec" });
+  p = addDelta(p, { kind: "reasoning", text: "hm" });
+  p = addDelta(p, { kind: "text", text: "ho" });
+  assert.deepEqual(p, { text: "echo", reasoning: "hm" });
+  assert.equal(endsPending(ev(5, "message/assistant", { text: "echo" })), true);
+  assert.equal(endsPending(ev(6, "turn/end", { status: "completed" })), true);
+  assert.equal(endsPending(ev(4, "title/fallback", { title: "x" })), false);
+});

@@ -122,6 +122,35 @@ export function blocksOf(events) {
 }
 
 /**
+ * The answer being written: the deltas (docs/API.md, the stream's "delta"
+ * messages) joined by kind. Not part of the record: the next committed
+ * answer event replaces it.
+ * @typedef {{text: string, reasoning: string}} Pending
+ */
+
+/** @returns {Pending} */
+export function noPending() {
+  return { text: "", reasoning: "" };
+}
+
+/**
+ * @param {Pending} p
+ * @param {{kind: string, text: string}} delta
+ * @returns {Pending}
+ */
+export function addDelta(p, delta) {
+  return delta.kind === "reasoning" ? { ...p, reasoning: p.reasoning + delta.text } : { ...p, text: p.text + delta.text };
+}
+
+/**
+ * True for the events that stand for what the deltas were showing.
+ * @param {StoredEvent} e
+ */
+export function endsPending(e) {
+  return e.type === "message/assistant" || e.type === "message/reasoning" || e.type === "tool/call" || e.type === "turn/end";
+}
+
+/**
  * Pretty JSON for a tool's arguments (a JSON string) or result (a value).
  * @param {unknown} value
  */

@@ -105,6 +105,14 @@ std::vector<std::string> ModelRoutes::ProviderNames() const {
   return names;
 }
 
+std::vector<ModelRoutes::ProviderChoice> ModelRoutes::Choices() const {
+  std::vector<ProviderChoice> out;
+  for (const auto& [name, p] : providers_) {
+    out.push_back({name, p.models, p.echo || p.api_key_env.empty() || p.api_key.has_value() || p.key_optional});
+  }
+  return out;
+}
+
 Status ModelRoutes::Validate(const session::ModelRoute& route) const {
   const Provider* p = Find(route.provider);
   if (!p) {

@@ -75,6 +75,16 @@ class ModelRoutes final : public agent::ModelRouter {
   // The provider names, sorted.
   std::vector<std::string> ProviderNames() const;
 
+  // What a person may choose from (GET /api/host): each provider, sorted by
+  // name, with its declared models (empty = any model name) and whether it
+  // can be used now (its API key variable is set, or it needs none).
+  struct ProviderChoice {
+    std::string name;
+    std::vector<Config::ProviderModel> models;
+    bool available = true;
+  };
+  std::vector<ProviderChoice> Choices() const;
+
   // The provider's adapter, created on first use and owned by this object
   // (valid until it is destroyed). Errors: `unknown_provider`;
   // `model_unavailable` when the provider's API key variable is unset or

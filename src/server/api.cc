@@ -562,10 +562,20 @@ void Api::HostInfo(const PathParams&, HttpRequest req, Respond respond) const {
   const auto& route = host.models().default_route();
   Json presets = Json::array();
   for (const auto& p : host.config().presets) presets.push_back(p.id);
+  Json providers = Json::array();
+  for (const auto& choice : host.models().Choices()) {
+    Json models = nullptr;  // any model name
+    if (!choice.models.empty()) {
+      models = Json::array();
+      for (const auto& m : choice.models) models.push_back({{"name", m.name}, {"reasoning_efforts", m.reasoning_efforts}});
+    }
+    providers.push_back({{"name", choice.name}, {"models", std::move(models)}, {"available", choice.available}});
+  }
   Json info = {{"version", options_.version},
                {"default_model",
                 {{"provider", route.provider}, {"model", route.model}, {"description", host.models().Describe(route)}}},
                {"presets", std::move(presets)},
+               {"providers", std::move(providers)},
                {"default_preset", host.config().default_preset},
                {"global_session_id", host.global_session_id() ? Json(*host.global_session_id()) : Json(nullptr)}};
   respond(HttpResponse::FromJson(200, info));

@@ -86,6 +86,26 @@ describe("conversation", () => {
     await page.context().close();
   });
 
+  test("the New session dialog offers the profile's model routes and shows a route error at the model", async () => {
+    const page = await signedIn(browser, host);
+    await page.getByRole("button", { name: "New session", exact: true }).click();
+    const provider = page.getByLabel("Provider");
+    assert.equal(await provider.inputValue(), "echo");
+    const openai = page.locator("select option[value=openai]");
+    assert.equal(await openai.innerText(), "openai (no API key)");
+    assert.equal(await openai.evaluate((o) => o.disabled), true, "a provider without its key cannot be chosen");
+    await page.getByLabel("First message").fill("with a route");
+    await page.getByLabel("Model name").fill("");
+    await page.getByRole("button", { name: "Start", exact: true }).click();
+    const error = page.locator("#err-model");
+    await error.waitFor();
+    assert.match(await error.innerText(), /model/);
+    await page.getByLabel("Model name").fill("mirror");
+    await page.getByRole("button", { name: "Start", exact: true }).click();
+    await page.getByText("echo: with a route").waitFor();
+    await page.context().close();
+  });
+
   test("keyboard only: Tab to the message box, type, Enter sends", async () => {
     const page = await signedIn(browser, host);
     const id = await newSession(page, "first");

@@ -56,6 +56,7 @@ export interface HostInfo {
   default_model: { provider: string; model: string; description: string };
   presets: string[];
   default_preset: string;
+  providers?: { name: string; models: { name: string; reasoning_efforts: string[] }[] | null; available: boolean }[];
   global_session_id: string | null;
 }
 

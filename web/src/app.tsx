@@ -199,6 +199,11 @@ function NewSessionDialog({ host, onClose, onCreated }: {
   const [prompt, setPrompt] = useState("");
   const [preset, setPreset] = useState(host.default_preset);
   const [cwd, setCwd] = useState("");
+  const [provider, setProvider] = useState(host.default_model.provider);
+  const [model, setModel] = useState(host.default_model.model);
+  const [effort, setEffort] = useState("");
+  const choice = host.providers?.find((p) => p.name === provider);
+  const efforts = choice?.models?.find((m) => m.name === model)?.reasoning_efforts ?? [];
   const [errors, setErrors] = useState<{ field?: string; message: string } | null>(null);
   const [busy, setBusy] = useState(false);
 
@@ -215,11 +220,17 @@ function NewSessionDialog({ host, onClose, onCreated }: {
       const args: Record<string, unknown> = { prompt };
       if (preset) args.preset = preset;
       if (cwd.trim()) args.cwd = cwd.trim();
+      const isDefault = provider === host.default_model.provider && model === host.default_model.model && !effort;
+      if (!isDefault) {
+        args.model = effort ? { provider, model: model.trim(), reasoningEffort: effort } : { provider, model: model.trim() };
+      }
       const r = await api.tool<{ session_id: string }>("session_create", args);
       onCreated(r.session_id);
     } catch (err: any) {
       const message: string = err?.message ?? String(err);
-      const field = ["prompt", "preset", "cwd", "model"].find((f) => message.includes("`" + f + "`") || message.includes(f + ":"));
+      // The field the message names (`model`, `model.model`, ...), else by code.
+      const field = ["prompt", "preset", "cwd", "model"].find((f) => new RegExp("`" + f + "[`.]").test(message))
+        ?? (["unknown_provider", "unknown_model", "invalid_reasoning_effort", "model_unavailable"].includes(err?.code) ? "model" : undefined);
       setErrors({ field, message });
     } finally {
       setBusy(false);
@@ -249,7 +260,47 @@ function NewSessionDialog({ host, onClose, onCreated }: {
           </select>
         </label>
         {fieldError("preset")}
-        <p class="muted">Model: {host.default_model.description}</p>
+        <fieldset class="route">
+          <legend>Model</legend>
+          <label>
+            Provider
+            <select value={provider} onChange={(e) => {
+              const name = (e.target as HTMLSelectElement).value;
+              setProvider(name);
+              const listed = host.providers?.find((p) => p.name === name)?.models;
+              setModel(name === host.default_model.provider ? host.default_model.model : listed?.[0]?.name ?? "");
+              setEffort("");
+            }}>
+              {(host.providers ?? [{ name: host.default_model.provider, models: null, available: true }]).map((p) => (
+                <option key={p.name} value={p.name} disabled={!p.available}>
+                  {p.name}{p.available ? "" : " (no API key)"}
+                </option>
+              ))}
+            </select>
+          </label>
+          <label>
+            Model name
+            {choice?.models ? (
+              <select value={model} onChange={(e) => { setModel((e.target as HTMLSelectElement).value); setEffort(""); }}>
+                {choice.models.map((m) => <option key={m.name} value={m.name}>{m.name}</option>)}
+              </select>
+            ) : (
+              <input type="text" value={model} aria-invalid={errors?.field === "model"}
+                     onInput={(e) => setModel((e.target as HTMLInputElement).value)} />
+            )}
+          </label>
+          {efforts.length > 0 && (
+            <label>
+              Reasoning effort
+              <select value={effort} onChange={(e) => setEffort((e.target as HTMLSelectElement).value)}>
+                <option value="">the model's default</option>
+                {efforts.map((x) => <option key={x} value={x}>{x}</option>)}
+              </select>
+            </label>
+          )}
+          {fieldError("model")}
+          <p class="muted">Default: {host.default_model.description}</p>
+        </fieldset>
         <label>
           Working directory (optional, absolute)
           <input type="text" value={cwd} aria-invalid={errors?.field === "cwd"}

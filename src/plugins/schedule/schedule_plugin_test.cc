@@ -165,11 +165,8 @@ class ScheduleTest : public ::testing::Test {
     }
     return pred();
   }
-  // Lets every owner take at least a few looks at the clock.
-  void Quiesce() {
-    std::this_thread::sleep_for(100ms);
-    ASSERT_TRUE(service_->SettleForTesting());
-  }
+  // Every owner looks at the (fake) clock now; waits until that is done.
+  void Quiesce() { ASSERT_TRUE(service_->SettleForTesting()); }
   // Starts a turn in `id` whose model reply is held until model_.Release().
   void StartHeldTurn(const std::string& id) {
     model_.Push(ScriptedModel::Hold(ScriptedModel::Text("long answer")));

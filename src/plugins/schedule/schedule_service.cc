@@ -103,6 +103,14 @@ void ScheduleService::MaybeDropLocked(const std::shared_ptr<Entry>& e) {
 }
 
 bool ScheduleService::SettleForTesting(std::chrono::milliseconds timeout) {
+  std::vector<std::shared_ptr<Entry>> owners;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [id, e] : entries_) {
+      if (e->owner) owners.push_back(e);
+    }
+  }
+  for (const auto& e : owners) Recheck(e);
   std::unique_lock lock(mu_);
   return cv_.wait_for(lock, timeout, [&] { return busy_ == 0; });
 }

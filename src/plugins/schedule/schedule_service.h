@@ -81,8 +81,9 @@ class ScheduleService : public std::enable_shared_from_this<ScheduleService> {
   // Idempotent.
   void Stop();
 
-  // For tests: true once no operation is queued or running (owners' timers
-  // may be armed); false on timeout.
+  // For tests: asks every owner to look at the clock now (as its timer
+  // would), then waits until no operation is queued or running; false on
+  // timeout. With a fake clock, step it and settle instead of sleeping.
   bool SettleForTesting(std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
  private:

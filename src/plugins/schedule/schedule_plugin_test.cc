@@ -169,12 +169,15 @@ class ScheduleTest : public ::testing::Test {
   void Quiesce() { ASSERT_TRUE(service_->SettleForTesting()); }
   // Starts a turn in `id` whose model reply is held until model_.Release().
   void StartHeldTurn(const std::string& id) {
+    size_t requests = model_.requests().size();
     model_.Push(ScriptedModel::Hold(ScriptedModel::Text("long answer")));
     std::promise<Result<agent::Delivered>> p;
     manager_->Deliver(agent::Delivery{id, "a long question", agent::DeliveryMode::kSteer, true, std::nullopt, Json::object()},
                       [&](Result<agent::Delivered> r) { p.set_value(std::move(r)); });
     ASSERT_TRUE(p.get_future().get().ok());
-    ASSERT_TRUE(Eventually([&] { return manager_->LiveStatus(id) == agent::AgentStatus::kRunning; }));
+    // The model has the request: the turn has begun (a live status of
+    // running can come a moment before the agent takes the turn).
+    ASSERT_TRUE(model_.WaitForRequests(requests + 1));
   }
   void WaitIdle(const std::string& id) {
     std::promise<Status> idle;
@@ -482,8 +485,11 @@ TEST_F(ScheduleTest, AFailedTurnAfterTheDispatchDoesNotRetractIt) {
 
 TEST_F(ScheduleTest, ACreateWhoseCommitFailsIsReportedAndLeavesNoReminder) {
   std::string me = Live();
-  faults_->fail_commits = 1;
+  // Every commit fails while the call runs (background writers such as WAL
+  // checkpoints would otherwise take a single injected fault first).
+  faults_->fail_commits = 1'000'000;
   auto r = Call(From(me), "schedule_create", {{"prompt", "x"}, {"after_seconds", 5}});
+  faults_->fail_commits = 0;
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), "commit_failed") << r.status().ToString();
   EXPECT_EQ(r.status().message().rfind("schedule_create: ", 0), 0u) << r.status().message();

@@ -200,6 +200,7 @@ void AgentManager::Activate(session::SessionHeader header, std::vector<session::
     for (const AgentObserver& o : observers_) {
       if (o.live) o.live(*observed);
     }
+    if (session::EventHub* hub = sessions_.hub()) hub->PublishChange({"session", id});
   } else {
     st = Status(codes::kShuttingDown, "the host is stopping");
   }
@@ -378,6 +379,7 @@ void AgentManager::AgentStopped(const std::string& session_id, Agent* agent) {
   for (const AgentObserver& o : observers_) {
     if (o.stopped) o.stopped(session_id);
   }
+  if (session::EventHub* hub = sessions_.hub()) hub->PublishChange({"session", session_id});
 }
 
 void AgentManager::StopAgents(std::vector<std::shared_ptr<Agent>> agents, bool only_if_idle) {

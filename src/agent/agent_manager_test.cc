@@ -324,6 +324,11 @@ TEST_F(AgentTest, RootOnlyToolsAreOfferedToRootSessionsOnly) {
 TEST_F(AgentTest, ObserversSeeAgentsGoLiveAndStop) {
   std::mutex mu;
   std::vector<std::string> seen;
+  std::vector<std::string> changes;  // the hub's, for views (the browser's sidebar)
+  auto changes_sub = hub_.SubscribeChanges([&](const session::EventHub::Change& c) {
+    std::lock_guard lock(mu);
+    changes.push_back(c.topic + " " + c.id);
+  });
   AgentObserver observer;
   observer.live = [&](const session::SessionHeader& h) {
     std::lock_guard lock(mu);
@@ -344,6 +349,7 @@ TEST_F(AgentTest, ObserversSeeAgentsGoLiveAndStop) {
   manager_->Stop();
   std::lock_guard lock(mu);
   EXPECT_EQ(seen, (std::vector<std::string>{"live " + id, "stopped " + id, "live " + id, "stopped " + id}));
+  EXPECT_EQ(changes, std::vector<std::string>(4, "session " + id));
 }
 
 TEST_F(AgentTest, BadToolArgumentsReachTheModelAsAnError) {

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "base/schema.h"
+#include "server/change_feed.h"
 #include "server/web_assets.h"
 #include "time/time_zone.h"
 
@@ -184,6 +185,7 @@ Result<T> DecodeBody(const HttpRequest& req, const ObjectSchema<T>& schema) {
 constexpr int64_t kDefaultEventsLimit = 200;
 constexpr int64_t kMaxEventsLimit = 1000;
 constexpr std::string_view kStreamPattern = "/api/sessions/{id}/stream";
+constexpr std::string_view kChangesPath = "/api/changes";
 
 }  // namespace
 
@@ -195,6 +197,7 @@ const std::vector<Api::Route>& Api::Routes() {
       {"POST", "/api/commands", &Api::RunCommand},
       {"GET", "/api/sessions/{id}/events", &Api::ReadEvents},
       {"GET", kStreamPattern, &Api::StreamWithoutUpgrade},
+      {"GET", kChangesPath, &Api::StreamWithoutUpgrade},
       {"POST", "/api/sessions/{id}/messages", &Api::PostMessage},
       {"POST", "/api/sessions", &Api::CreateSession},
       {"POST", "/api/sessions/{id}/cancel", &Api::CancelTurn},
@@ -317,7 +320,8 @@ void Api::ServeWeb(const HttpRequest& req, Respond respond) const {
 
 void Api::HandleUpgrade(HttpRequest req, UpgradeRespond respond) const {
   auto params = MatchPath<PathParams>(kStreamPattern, req.path);
-  if (!params) {
+  const bool changes = req.path == kChangesPath;
+  if (!params && !changes) {
     return respond(
         HttpResponse::FromError(NotFound("no WebSocket route for " + req.method + " " + req.path)));
   }
@@ -333,6 +337,11 @@ void Api::HandleUpgrade(HttpRequest req, UpgradeRespond respond) const {
     }
   }
   if (req.method != "GET") return respond(MethodNotAllowed("GET"));
+  if (changes) {
+    if (services_.events == nullptr) return respond(Unavailable("the change feed"));
+    if (Status st = CheckQuery(req, {"token"}); !st.ok()) return respond(HttpResponse::FromError(st));
+    return respond(std::make_shared<ChangeFeed>(*services_.events));
+  }
   if (services_.sessions == nullptr || services_.events == nullptr)
     return respond(Unavailable("the event stream"));
   if (Status st = CheckQuery(req, {"after", "token"}); !st.ok()) return respond(HttpResponse::FromError(st));

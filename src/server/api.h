@@ -48,8 +48,9 @@ class Api {
   // An HTTP request (HttpServer's HttpHandler).
   void Handle(HttpRequest req, Respond respond) const;
   // A WebSocket upgrade request (HttpServer's WebSocketHandler): accepts
-  // `GET /api/sessions/{id}/stream` with an EventStream, refuses anything
-  // else with an error response; a request with an `Origin` other than this
+  // `GET /api/sessions/{id}/stream` with an EventStream and `GET
+  // /api/changes` with a ChangeFeed, refuses anything else with an error
+  // response; a request with an `Origin` other than this
   // host's is `403 forbidden`.
   void HandleUpgrade(HttpRequest req, UpgradeRespond respond) const;
 

@@ -7,12 +7,14 @@
 #include <boost/asio/io_context.hpp>
 
 #include <future>
+#include <set>
 #include <thread>
 
 #include "agent/testing/event_waiter.h"
 #include "base/testing/temp_dir.h"
 #include "host/host.h"
 #include "server/api.h"
+#include "server/change_feed.h"
 #include "server/http_client.h"
 #include "server/http_server.h"
 #include "server/testing/ws_client.h"
@@ -565,6 +567,71 @@ TEST_F(SessionRoutesTest, StopClosesStreamsWithGoingAwayAndTheIoContextFinishes)
 
 // POST /api/sessions, POST /api/sessions/{id}/messages and the fork route
 // over a real Host (echo model, fake clock) on a temporary profile.
+// --- WebSocket /api/changes ---
+
+TEST_F(SessionRoutesTest, TheChangeFeedNamesSessionsWhoseLogGrewAndSaysWhenLoopsChanged) {
+  StartServer();
+  NewSession();
+  auto c = WsClient::Connect(port_, "/api/changes", {{"Cookie", "dsh_token=secret"}});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  auto ready = (*c)->ReadJson();
+  ASSERT_TRUE(ready.ok());
+  EXPECT_EQ(*ready, (Json{{"type", "ready"}}));
+  Append("s1", 1);
+  auto grew = (*c)->ReadJson();
+  ASSERT_TRUE(grew.ok());
+  EXPECT_EQ(*grew, (Json{{"type", "changed"}, {"sessions", {"s1"}}}));
+  hub_.PublishChange({"session", "s2"});  // a live agent started or stopped
+  auto live = (*c)->ReadJson();
+  ASSERT_TRUE(live.ok());
+  EXPECT_EQ(*live, (Json{{"type", "changed"}, {"sessions", {"s2"}}}));
+  hub_.PublishChange({"loops", ""});
+  auto loops = (*c)->ReadJson();
+  ASSERT_TRUE(loops.ok());
+  EXPECT_EQ(*loops, (Json{{"type", "changed"}, {"loops", true}}));
+  EXPECT_TRUE((*c)->Close().ok());
+}
+
+TEST_F(SessionRoutesTest, TheChangeFeedLosesNoSessionInABurst) {
+  StartServer();
+  auto c = WsClient::Connect(port_, "/api/changes", {{"Authorization", "Bearer secret"}});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_TRUE((*c)->ReadJson().ok());  // ready
+  constexpr int kSessions = 250;
+  for (int i = 0; i < kSessions; ++i) hub_.PublishChange({"session", "s" + std::to_string(i)});
+  hub_.PublishChange({"loops", ""});
+  // Coalesced into fewer messages, possibly "all_sessions": together they
+  // name every session, and the last change (loops) comes last.
+  std::set<std::string> named;
+  bool all = false;
+  int messages = 0;
+  while (true) {
+    auto m = (*c)->ReadJson();
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    ++messages;
+    ASSERT_EQ((*m)["type"], "changed") << *m;
+    if (m->contains("sessions")) {
+      EXPECT_LE((*m)["sessions"].size(), ChangeFeed::kMaxListedSessions);
+      for (const auto& id : (*m)["sessions"]) named.insert(id.get<std::string>());
+    }
+    all = all || m->value("all_sessions", false);
+    if (m->value("loops", false)) break;
+  }
+  EXPECT_TRUE(all || named.size() == kSessions) << named.size() << " named in " << messages << " messages";
+  EXPECT_LE(messages, kSessions + 1);
+}
+
+TEST_F(SessionRoutesTest, TheChangeFeedNeedsTheTokenAndTheSameOrigin) {
+  StartServer();
+  auto none = WsClient::Connect(port_, "/api/changes");
+  EXPECT_EQ(none.status().code(), "unauthorized");
+  auto foreign = WsClient::Connect(port_, "/api/changes", {{"Cookie", "dsh_token=secret"}, {"Origin", "http://evil.example"}});
+  EXPECT_EQ(foreign.status().code(), "forbidden") << foreign.status().ToString();
+  auto extra = WsClient::Connect(port_, "/api/changes?after=3", {{"Authorization", "Bearer secret"}});
+  EXPECT_EQ(extra.status().code(), "invalid_arguments") << extra.status().ToString();
+  EXPECT_EQ(Code(Get("/api/changes")), "upgrade_required");
+}
+
 class HostRoutesTest : public ::testing::Test {
  protected:
   void SetUp() override {

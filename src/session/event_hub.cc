@@ -17,10 +17,23 @@ std::unique_ptr<EventHub::Subscription> EventHub::SubscribeAll(Listener listener
   return Subscribe("", std::move(listener));
 }
 
+std::unique_ptr<EventHub::Subscription> EventHub::SubscribeChanges(ChangeListener listener) {
+  std::lock_guard lock(mu_);
+  uint64_t id = next_id_++;
+  entries_.emplace(id, Entry{.changes = std::move(listener)});
+  change_listeners_.push_back(id);
+  return std::unique_ptr<Subscription>(new Subscription(*this, id));
+}
+
 void EventHub::Unsubscribe(uint64_t id) {
   std::lock_guard lock(mu_);
   auto it = entries_.find(id);
   if (it == entries_.end()) return;
+  if (it->second.changes) {
+    std::erase(change_listeners_, id);
+    entries_.erase(it);
+    return;
+  }
   auto [lo, hi] = by_session_.equal_range(it->second.session_id);
   for (auto s = lo; s != hi; ++s) {
     if (s->second == id) {
@@ -48,6 +61,11 @@ void EventHub::PublishDelta(const std::string& session_id, const Delta& delta) {
     const Entry& e = entries_.at(s->second);
     if (e.deltas) e.deltas(session_id, delta);
   }
+}
+
+void EventHub::PublishChange(const Change& change) {
+  std::lock_guard lock(mu_);
+  for (uint64_t id : change_listeners_) entries_.at(id).changes(change);
 }
 
 }  // namespace dsh::session

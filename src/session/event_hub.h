@@ -35,6 +35,15 @@ class EventHub {
     std::string text;
   };
   using DeltaListener = std::function<void(const std::string& session_id, const Delta& delta)>;
+  // Something a view shows changed without an event in a session's log: a
+  // session's live agent started or stopped here (topic "session", id = the
+  // session), or a plugin's state changed (topic "loops"). Best effort and
+  // in-process, like deltas: a listener re-reads what the change names.
+  struct Change {
+    std::string topic;
+    std::string id;  // may be empty
+  };
+  using ChangeListener = std::function<void(const Change& change)>;
 
   // Unsubscribes when destroyed; after the destructor returns the listener
   // is not running and will not run again.
@@ -56,16 +65,21 @@ class EventHub {
                                           DeltaListener deltas = nullptr);
   // Listens to every session's events.
   std::unique_ptr<Subscription> SubscribeAll(Listener listener);
+  // Listens to every Change.
+  std::unique_ptr<Subscription> SubscribeChanges(ChangeListener listener);
 
   void Publish(const std::string& session_id, const std::vector<Event>& events);
   // Best effort, from the model's thread: the session's delta listeners.
   void PublishDelta(const std::string& session_id, const Delta& delta);
+  // From any thread.
+  void PublishChange(const Change& change);
 
  private:
   struct Entry {
     std::string session_id;  // empty = all sessions
     Listener listener;
     DeltaListener deltas;    // may be null
+    ChangeListener changes;  // set only for a change subscription (then listener is null)
   };
   void Unsubscribe(uint64_t id);
 
@@ -74,6 +88,7 @@ class EventHub {
   uint64_t next_id_ = 1;                                 // GUARDED_BY(mu_)
   std::map<uint64_t, Entry> entries_;                     // GUARDED_BY(mu_)
   std::multimap<std::string, uint64_t> by_session_;       // GUARDED_BY(mu_)
+  std::vector<uint64_t> change_listeners_;                // GUARDED_BY(mu_)
 };
 
 }  // namespace dsh::session

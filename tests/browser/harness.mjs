@@ -2,7 +2,8 @@
 // a loopback port, and Debian's chromium driven by playwright-core (never a
 // downloaded browser).
 import { spawn } from "node:child_process";
-import { mkdtempSync, mkdirSync, rmSync } from "node:fs";
+import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { createServer as createHttpServer } from "node:http";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -27,6 +28,30 @@ export async function freePort() {
   });
 }
 
+// A Chat Completions server on loopback whose answers never finish: it
+// streams a first piece, then holds the response open until the client
+// goes away (a cancelled turn). `aborted` counts the calls the client cut.
+export class HoldingModel {
+  static async start() {
+    const model = new HoldingModel();
+    model.aborted = 0;
+    model.server = createHttpServer((req, res) => {
+      req.resume();
+      res.writeHead(200, { "Content-Type": "text/event-stream" });
+      const chunk = { choices: [{ index: 0, delta: { content: "thinking it over" } }] };
+      res.write(`data: ${JSON.stringify(chunk)}\n\n`);
+      res.on("close", () => model.aborted++);
+    });
+    await new Promise((ok) => model.server.listen(0, "127.0.0.1", ok));
+    model.url = `http://127.0.0.1:${model.server.address().port}/v1`;
+    return model;
+  }
+  close() {
+    this.server.closeAllConnections();
+    this.server.close();
+  }
+}
+
 export class Host {
   constructor(home, port) {
     this.home = home;
@@ -34,8 +59,13 @@ export class Host {
     this.url = `http://127.0.0.1:${port}`;
   }
 
-  static async start() {
+  // A host on a fresh profile. `config`: the profile's dsh.yml, if any.
+  static async start(config) {
     const home = mkdtempSync(join(tmpdir(), "dsh-browser-"));
+    if (config) {
+      mkdirSync(join(home, "profile"));
+      writeFileSync(join(home, "profile", "dsh.yml"), config);
+    }
     const host = new Host(home, await freePort());
     await host.run();
     return host;

@@ -2,18 +2,21 @@
 // Run: npm run test:browser (scripts/test runs it after the C++ tests).
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { Host, launch, screenshot, signedIn, token } from "./harness.mjs";
+import { HoldingModel, Host, launch, screenshot, signedIn, token } from "./harness.mjs";
 
 let host;
 let browser;
+let holding;  // the `slow` provider: its answers never finish
 
 before(async () => {
-  host = await Host.start();
+  holding = await HoldingModel.start();
+  host = await Host.start(`providers:\n  slow:\n    type: openai\n    base_url: ${holding.url}\n`);
   browser = await launch();
 });
 after(async () => {
   await browser?.close();
   await host?.close();
+  holding?.close();
 });
 
 const message = (page) => page.getByRole("textbox", { name: "Message" });
@@ -101,6 +104,14 @@ describe("conversation", () => {
     await error.waitFor();
     assert.match(await error.innerText(), /model/);
     await page.getByLabel("Model name").fill("mirror");
+    await page.getByLabel("Working directory (optional, absolute)").fill("not/absolute");
+    await page.getByRole("button", { name: "Start", exact: true }).click();
+    const cwdError = page.locator("#err-cwd");
+    await cwdError.waitFor();
+    assert.match(await cwdError.innerText(), /absolute path/);
+    assert.equal(await page.locator("#err-model").count(), 0, "only the field the error names");
+    assert.equal(await page.getByLabel("Working directory (optional, absolute)").getAttribute("aria-invalid"), "true");
+    await page.getByLabel("Working directory (optional, absolute)").fill("");
     await page.getByRole("button", { name: "Start", exact: true }).click();
     await page.getByText("echo: with a route").waitFor();
     await page.context().close();
@@ -176,6 +187,46 @@ describe("conversation", () => {
     assert.match(await card.innerText(), /local, not sent to the model/);
     const texts = userTexts(await host.events(id));
     assert.deepEqual(texts, ["a session"], "the command is not in the log");
+    await page.context().close();
+  });
+});
+
+describe("live updates and stopping", () => {
+  const rowStatus = (page, id) => page.getByRole("navigation", { name: "Sessions" }).locator(`li[data-session="${id}"] .status`);
+
+  test("Stop cancels a running turn; the sidebar shows running, then idle", async () => {
+    const page = await signedIn(browser, host);
+    const { session_id: id } = await host.tool("session_create", {
+      prompt: "take your time",
+      model: { provider: "slow", model: "hold" },
+    });
+    await page.goto(host.url + `/#/s/${id}`);
+    await page.getByText("Working…").waitFor();
+    await page.waitForFunction((sel) => document.querySelector(sel)?.textContent === "running", `li[data-session="${id}"] .status`);
+    await screenshot(page, "running");
+    await page.getByRole("button", { name: "Stop", exact: true }).click();
+    await page.getByText("You stopped this turn.").waitFor();
+    assert.equal(await page.getByRole("button", { name: "Stop", exact: true }).count(), 0, "no Stop once the turn ended");
+    const end = (await host.events(id)).find((e) => e.type === "turn/end");
+    assert.equal(end?.data.error?.code, "cancelled");
+    assert.equal(holding.aborted, 1, "the model call was cut");
+    await page.waitForFunction((sel) => document.querySelector(sel)?.textContent === "idle", `li[data-session="${id}"] .status`);
+    assert.equal(await rowStatus(page, id).innerText(), "idle");
+    await page.context().close();
+  });
+
+  test("the sidebar follows sessions made elsewhere without polling", async () => {
+    const page = await signedIn(browser, host);
+    const reads = [];
+    page.on("request", (r) => r.url().endsWith("/api/tools/session_status") && reads.push(Date.now()));
+    await page.getByRole("navigation", { name: "Sessions" }).getByRole("listitem").first().waitFor();
+    // Quiet: nothing changes, so nothing is read (the old sidebar polled every 2 s).
+    const before = reads.length;
+    await page.waitForTimeout(2500);
+    assert.equal(reads.length, before, "no reads while nothing changes");
+    const { session_id: id } = await host.tool("session_create", { prompt: "made by another client" });
+    await rowStatus(page, id).waitFor();
+    await page.getByRole("navigation", { name: "Sessions" }).getByText("made by another client").waitFor();
     await page.context().close();
   });
 });

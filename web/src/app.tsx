@@ -1,5 +1,7 @@
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import { api, type HostInfo, type SessionRow } from "./api";
+import { followChanges, throttle } from "./changes";
+import { fieldOfError } from "./lib/fields.js";
 import { Composer } from "./composer";
 import { Conversation, type CommandResult } from "./conversation";
 
@@ -18,7 +20,10 @@ function relative(iso?: string): string {
   return new Date(iso).toLocaleDateString();
 }
 
-const REFRESH_MS = 2000;  // the sidebar's status refresh (one cheap read)
+// The sidebar re-reads session_status at most this often while the change
+// feed reports changes, and lists this many more sessions per "Show more".
+const REFRESH_MS = 300;
+const PAGE = 200;
 
 export function App() {
   const [host, setHost] = useState<HostInfo | null>(null);
@@ -31,11 +36,15 @@ export function App() {
   const [seedDraft, setSeedDraft] = useState<{ id: string; text: string } | null>(null);
   const [creating, setCreating] = useState(false);
   const [navOpen, setNavOpen] = useState(false);
+  const [limit, setLimit] = useState(PAGE);
+  const [, setTick] = useState(0);  // re-renders the relative times
   const results_counter = useRef(0);
+  const limitRef = useRef(limit);
+  limitRef.current = limit;
 
   const refresh = useCallback(async () => {
     try {
-      setSessions(await api.sessions());
+      setSessions(await api.sessions(limitRef.current));
       setListError(null);
     } catch (e: any) {
       setListError(e?.message ?? String(e));
@@ -44,16 +53,24 @@ export function App() {
 
   useEffect(() => {
     api.host().then(setHost).catch(() => {});
-    void refresh();
-    const timer = setInterval(() => void refresh(), REFRESH_MS);
+    // Live: the change feed says when to re-read; its `ready` (also after a
+    // reconnect) re-reads everything.
+    const later = throttle(() => void refresh(), REFRESH_MS);
+    const stop = followChanges((m) => {
+      if (m.type === "ready") void refresh();
+      else if (m.sessions?.length || m.all_sessions) later();
+    });
+    const ticker = setInterval(() => setTick((t) => t + 1), 30_000);
     const onHash = () => setCurrent(sessionFromHash());
     addEventListener("hashchange", onHash);
     onHash();  // the address may have changed before this effect ran
     return () => {
-      clearInterval(timer);
+      stop();
+      clearInterval(ticker);
       removeEventListener("hashchange", onHash);
     };
   }, []);
+  useEffect(() => void refresh(), [limit]);
 
   const open = (id: string) => {
     location.hash = `#/s/${encodeURIComponent(id)}`;
@@ -92,6 +109,11 @@ export function App() {
             <SessionItem key={s.session_id} row={s} current={current} onOpen={open} />
           ))}
         </ul>
+        {sessions.length >= limit && (
+          <button type="button" class="secondary more" onClick={() => setLimit(limit + PAGE)}>
+            Show more sessions
+          </button>
+        )}
       </nav>
       <main class="main">
         {current ? (
@@ -121,7 +143,6 @@ export function App() {
               seedDraft={seedDraft && seedDraft.id === current ? seedDraft.text : null}
               onSend={async (text, mode) => {
                 await api.send(current, text, mode);
-                void refresh();
               }}
               onCommand={async (text) => {
                 try {
@@ -161,7 +182,7 @@ function SessionItem({ row, current, pinned, onOpen }: {
 }) {
   const name = row.title || row.session_id;
   return (
-    <li class={`session${row.session_id === current ? " current" : ""}${pinned ? " pinned" : ""}`}>
+    <li class={`session${row.session_id === current ? " current" : ""}${pinned ? " pinned" : ""}`} data-session={row.session_id}>
       <button type="button" onClick={() => onOpen(row.session_id)}
               aria-current={row.session_id === current ? "page" : undefined}>
         <span class="name">{pinned && <span class="tag">Global interface</span>} {name}</span>
@@ -227,11 +248,7 @@ function NewSessionDialog({ host, onClose, onCreated }: {
       const r = await api.tool<{ session_id: string }>("session_create", args);
       onCreated(r.session_id);
     } catch (err: any) {
-      const message: string = err?.message ?? String(err);
-      // The field the message names (`model`, `model.model`, ...), else by code.
-      const field = ["prompt", "preset", "cwd", "model"].find((f) => new RegExp("`" + f + "[`.]").test(message))
-        ?? (["unknown_provider", "unknown_model", "invalid_reasoning_effort", "model_unavailable"].includes(err?.code) ? "model" : undefined);
-      setErrors({ field, message });
+      setErrors({ field: fieldOfError(err, ["prompt", "preset", "cwd", "model"]), message: err?.message ?? String(err) });
     } finally {
       setBusy(false);
     }

@@ -247,6 +247,13 @@ function BlockView({ block, onFork }: { block: ReturnType<typeof blocksOf>[numbe
         </li>
       );
     case "error":
+      if (block.code === "cancelled") {
+        return (
+          <li class="block turn-note" data-seq={block.seq}>
+            You stopped this turn.
+          </li>
+        );
+      }
       return (
         <li class="block turn-error" data-seq={block.seq} role="alert">
           The turn ended with an error: {block.message || block.code} <code>{block.code}</code>

@@ -7,6 +7,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <future>
 #include <map>
 #include <thread>
@@ -525,6 +526,24 @@ TEST_F(LoopTest, AnyLoopCanBeDeletedByGloballyUniqueLoopId) {
   ExpectRejected(From(a), "loop_delete", {{"loop_id", la}, {"id", la}}, "not both");
   Advance(60s);
   EXPECT_TRUE(LoopMessages(a).empty()) << "a deleted loop never fires";
+}
+
+TEST_F(LoopTest, ViewsAreToldWhenTheLoopsChange) {
+  std::atomic<int> changes{0};
+  auto sub = hub_.SubscribeChanges([&](const session::EventHub::Change& c) {
+    if (c.topic == "loops") ++changes;
+  });
+  std::string me = Session("default", Route("m1"));
+  std::string id = Ok(From(me), "loop_create", {{"prompt", "tick"}, {"schedule", Every(60)}})["loop_id"];
+  EXPECT_EQ(changes.load(), 1) << "created";
+  Advance(60s);
+  ASSERT_EQ(LoopMessages(me).size(), 1u);
+  EXPECT_EQ(changes.load(), 3) << "claimed, then recorded";
+  Ok(From(me), "loop_delete", {{"loop_id", id}});
+  EXPECT_EQ(changes.load(), 4) << "deleted";
+  ExpectRejected(From(me), "loop_delete", {{"loop_id", id}}, id, "unknown_loop");
+  Ok(From(me), "loop_list", Json::object());
+  EXPECT_EQ(changes.load(), 4) << "a failed delete and a read change nothing";
 }
 
 TEST_F(LoopTest, AFailedDeliveryIsRetriedWithBackoffAndARecurringLoopKeepsItsSchedule) {

@@ -170,6 +170,7 @@ void LoopScheduler::Tick() {
           return boost::asio::post(strand_, [this] { FinishTick(false, std::nullopt); });
         }
         bool full = static_cast<int>(batch->claims.size()) >= options_.batch;
+        if (!batch->claims.empty()) AnnounceChange();
         {
           std::lock_guard lock(mu_);
           in_flight_ += static_cast<int64_t>(batch->claims.size());
@@ -198,6 +199,7 @@ void LoopScheduler::DeliverAndRecord(const registry::Claim& claim) {
     int64_t at = ToUnixMillis(clock_.Now());
     db_.Write([claim, out = std::move(out), at](store::Tx& tx) { return registry::Record(tx, claim, out, at); },
               [this, claim](Status st) {
+                if (st.ok()) AnnounceChange();
                 if (st.ok() && options_.on_step) options_.on_step(SchedulerStep::kRecordCommitted, claim);
                 if (!st.ok() && st.code() != codes::kShuttingDown) {
                   spdlog::warn("loop {}: recording the occurrence {} failed (it is retried): {}", claim.loop.loop_id,
@@ -206,6 +208,10 @@ void LoopScheduler::DeliverAndRecord(const registry::Claim& claim) {
                 Recorded();
               });
   });
+}
+
+void LoopScheduler::AnnounceChange() {
+  if (session::EventHub* hub = sessions_.hub()) hub->PublishChange({"loops", ""});
 }
 
 void LoopScheduler::Recorded() {

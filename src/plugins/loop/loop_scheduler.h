@@ -95,6 +95,9 @@ class LoopScheduler {
   // A loop here now next acts at `next_at` (Unix ms): due → Poke(); later →
   // only the timer is brought forward if it would wake after that.
   void Expect(int64_t next_at);
+  // Tells views (the change feed, docs/API.md) that the loops changed: a
+  // loop was created or deleted, or occurrences were claimed or recorded.
+  void AnnounceChange();
   // For tests: pokes, then blocks until a tick that started after the poke
   // finished and no outcome is left unrecorded; false on timeout.
   bool SettleForTesting(std::chrono::milliseconds timeout = std::chrono::seconds(10));

@@ -77,6 +77,7 @@ void LoopService::Insert(LoopRecord loop, std::function<void(Result<LoopRecord>)
             [this, rec, done = std::move(done)](Status st) {
               if (!st.ok()) return done(st);
               if (auto next = rec->next_at()) scheduler_.Expect(*next);
+              scheduler_.AnnounceChange();
               done(*rec);
             });
 }
@@ -122,6 +123,7 @@ void LoopService::Delete(std::string loop_id, std::function<void(Status)> done) 
       [this, loop_id, deleted, done = std::move(done)](Status st) {
         if (!st.ok()) return done(st);
         if (!*deleted) return done(Status("unknown_loop", "no loop " + loop_id + " exists"));
+        scheduler_.AnnounceChange();
         done(Status::Ok());
       });
 }

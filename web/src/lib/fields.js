@@ -1,0 +1,35 @@
+// Which field of a form an API error belongs to, so the form shows it next
+// to that field (docs/UI.md). The host's validation messages name their
+// field in backticks (`cwd`, `model.model`, ...); errors of the model route
+// carry a code instead.
+
+/** Codes that are about the model route, whatever their message says. */
+const MODEL_CODES = new Set([
+  "unknown_provider",
+  "unknown_model",
+  "invalid_reasoning_effort",
+  "model_unavailable",
+  "no_default_model",
+]);
+
+/**
+ * @param {{code?: string, message?: string}} error
+ * @param {string[]} fields the form's fields, by their API names
+ * @returns {string | undefined} the field, or undefined for a form-wide error
+ */
+export function fieldOfError(error, fields) {
+  const message = String(error?.message ?? "");
+  // The first field named, as `field` or `field.sub`.
+  let best;
+  let at = Infinity;
+  for (const f of fields) {
+    const i = message.search(new RegExp("`" + f.replace(/[.*+?^${}()|[\]\\]/g, "\\$&") + "[`.]"));
+    if (i >= 0 && i < at) {
+      best = f;
+      at = i;
+    }
+  }
+  if (best) return best;
+  if (MODEL_CODES.has(String(error?.code)) && fields.includes("model")) return "model";
+  return undefined;
+}

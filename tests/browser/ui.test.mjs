@@ -176,6 +176,42 @@ describe("conversation", () => {
     await page.context().close();
   });
 
+  test("Fork from a message opens a new session with the log before it and the message as a draft", async () => {
+    const page = await signedIn(browser, host);
+    const parent = await newSession(page, "the first question");
+    await page.getByText("echo: the first question").waitFor();
+    await message(page).fill("a second question");
+    await page.keyboard.press("Enter");
+    await page.getByText("echo: a second question").waitFor();
+    await page.getByRole("button", { name: "Fork the session before this message" }).nth(1).click();
+    await page.waitForURL((u) => !u.hash.includes(parent));
+    const child = decodeURIComponent(new URL(page.url()).hash.replace("#/s/", ""));
+    assert.notEqual(child, parent);
+    // The message, to edit and send again.
+    await page.waitForFunction(() => document.querySelector("textarea[aria-label=Message]")?.value === "a second question");
+    await page.getByText("echo: the first question").waitFor();
+    assert.equal(await page.getByText("echo: a second question").count(), 0);
+    assert.deepEqual(userTexts(await host.events(child)), ["the first question"]);
+    assert.deepEqual(userTexts(await host.events(parent)), ["the first question", "a second question"]);
+    await page.context().close();
+  });
+
+  test("Send as follow-up sends with that mode; the draft survives a reload", async () => {
+    const page = await signedIn(browser, host);
+    const id = await newSession(page, "start");
+    await page.getByText("echo: start").waitFor();
+    await message(page).fill("later, please");
+    await page.getByRole("button", { name: "Send as follow-up" }).click();
+    await page.getByText("echo: later, please").waitFor();
+    const sent = (await host.events(id)).find((e) => e.type === "message/user" && e.data.text === "later, please");
+    assert.equal(sent.data.mode, "followup");
+    await message(page).fill("half-written\nsecond line");
+    await page.reload();
+    assert.equal(await message(page).inputValue(), "half-written\nsecond line");
+    assert.deepEqual(userTexts(await host.events(id)), ["start", "later, please"], "a draft is not sent");
+    await page.context().close();
+  });
+
   test("a slash command's result is shown, and is not a message of the session", async () => {
     const page = await signedIn(browser, host);
     const id = await newSession(page, "a session");

@@ -31,14 +31,18 @@ export function Composer({ sessionId, sessions, running, seedDraft, onSend, onCo
   const [dismissed, setDismissed] = useState<string | null>(null);
   const box = useRef<HTMLTextAreaElement>(null);
 
+  // Kept as it is typed, not after the next render: a reload right after
+  // a keystroke keeps it.
+  const edit = (text: string, session = sessionId) => {
+    setDraft(text);
+    if (text) localStorage.setItem(draftKey(session), text);
+    else localStorage.removeItem(draftKey(session));
+  };
   useEffect(() => {
-    setDraft(seedDraft ?? localStorage.getItem(draftKey(sessionId)) ?? "");
+    if (seedDraft !== null) edit(seedDraft);
+    else setDraft(localStorage.getItem(draftKey(sessionId)) ?? "");
     setError(null);
   }, [sessionId, seedDraft]);
-  useEffect(() => {
-    if (draft) localStorage.setItem(draftKey(sessionId), draft);
-    else localStorage.removeItem(draftKey(sessionId));
-  }, [draft, sessionId]);
 
   const popup: Popup | null = (() => {
     if (dismissed === draft) return null;
@@ -63,7 +67,7 @@ export function Composer({ sessionId, sessions, running, seedDraft, onSend, onCo
   const choose = (i: number) => {
     if (!popup) return;
     const next = popup.options[i].apply(draft);
-    setDraft(next);
+    edit(next);
     requestAnimationFrame(() => {
       const el = box.current;
       if (el) {
@@ -81,7 +85,7 @@ export function Composer({ sessionId, sessions, running, seedDraft, onSend, onCo
     try {
       if (isCommand(text)) await onCommand(text);
       else await onSend(text, mode);
-      setDraft("");
+      edit("");
     } catch (e: any) {
       setError(e?.message ?? String(e));
     } finally {
@@ -144,7 +148,7 @@ export function Composer({ sessionId, sessions, running, seedDraft, onSend, onCo
         placeholder="Message, or / for commands (Enter sends, Shift+Enter for a new line)"
         rows={3}
         value={draft}
-        onInput={(e) => { setDraft((e.target as HTMLTextAreaElement).value); setDismissed(null); }}
+        onInput={(e) => { edit((e.target as HTMLTextAreaElement).value); setDismissed(null); }}
         onKeyDown={onKeyDown}
       />
       <div class="composer-actions">

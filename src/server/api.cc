@@ -6,6 +6,9 @@
 #include "base/schema.h"
 #include "server/change_feed.h"
 #include "server/web_assets.h"
+#include "time/cron_expr.h"
+#include "time/errors.h"
+#include "time/rfc3339.h"
 #include "time/time_zone.h"
 
 namespace dsh::server {
@@ -184,6 +187,8 @@ Result<T> DecodeBody(const HttpRequest& req, const ObjectSchema<T>& schema) {
 
 constexpr int64_t kDefaultEventsLimit = 200;
 constexpr int64_t kMaxEventsLimit = 1000;
+constexpr int64_t kDefaultPreviewCount = 5;
+constexpr int64_t kMaxPreviewCount = 20;
 constexpr std::string_view kStreamPattern = "/api/sessions/{id}/stream";
 constexpr std::string_view kChangesPath = "/api/changes";
 
@@ -195,6 +200,7 @@ const std::vector<Api::Route>& Api::Routes() {
   static const std::vector<Route> kRoutes = {
       {"POST", "/api/tools/{name}", &Api::CallTool},
       {"POST", "/api/commands", &Api::RunCommand},
+      {"GET", "/api/sessions/{id}", &Api::ReadHeader},
       {"GET", "/api/sessions/{id}/events", &Api::ReadEvents},
       {"GET", kStreamPattern, &Api::StreamWithoutUpgrade},
       {"GET", kChangesPath, &Api::StreamWithoutUpgrade},
@@ -203,6 +209,7 @@ const std::vector<Api::Route>& Api::Routes() {
       {"POST", "/api/sessions/{id}/cancel", &Api::CancelTurn},
       {"POST", "/api/sessions/{id}/fork", &Api::ForkSession},
       {"GET", "/api/host", &Api::HostInfo},
+      {"GET", "/api/cron/preview", &Api::CronPreview},
   };
   return kRoutes;
 }
@@ -365,6 +372,16 @@ void Api::HandleUpgrade(HttpRequest req, UpgradeRespond respond) const {
 void Api::StreamWithoutUpgrade(const PathParams&, HttpRequest, Respond respond) const {
   respond(HttpResponse::FromError(Status(
       "upgrade_required", "this route is a WebSocket: send `Connection: Upgrade` and `Upgrade: websocket`")));
+}
+
+void Api::ReadHeader(const PathParams& params, HttpRequest req, Respond respond) const {
+  if (services_.sessions == nullptr) return respond(Unavailable("the session store"));
+  if (Status st = CheckQuery(req, {}); !st.ok()) return respond(HttpResponse::FromError(st));
+  // From the store only: reading a header never resumes the session.
+  services_.sessions->GetAsync(params.at("id"), [respond = std::move(respond)](Result<session::SessionHeader> h) {
+    if (!h.ok()) return respond(HttpResponse::FromError(h.status()));
+    respond(HttpResponse::FromJson(200, Json{{"session", session::HeaderToJson(*h)}}));
+  });
 }
 
 void Api::ReadEvents(const PathParams& params, HttpRequest req, Respond respond) const {
@@ -588,6 +605,43 @@ void Api::HostInfo(const PathParams&, HttpRequest req, Respond respond) const {
                {"default_preset", host.config().default_preset},
                {"global_session_id", host.global_session_id() ? Json(*host.global_session_id()) : Json(nullptr)}};
   respond(HttpResponse::FromJson(200, info));
+}
+
+void Api::CronPreview(const PathParams&, HttpRequest req, Respond respond) const {
+  if (services_.host == nullptr) return respond(Unavailable("the host clock"));
+  if (Status st = CheckQuery(req, {"expr", "tz", "count"}); !st.ok()) {
+    return respond(HttpResponse::FromError(st));
+  }
+  auto expr_it = req.query.find("expr");
+  if (expr_it == req.query.end() || expr_it->second.empty()) {
+    return respond(HttpResponse::FromError(
+        InvalidArguments("query parameter `expr` is required: a five-field cron rule or @macro")));
+  }
+  auto count = QueryInt(req, "count", kDefaultPreviewCount, 1, kMaxPreviewCount);
+  if (!count.ok()) return respond(HttpResponse::FromError(count.status()));
+  // The time layer's checks and codes, as `dsh cron next` gives them.
+  auto expr = CronExpr::Parse(expr_it->second);
+  if (!expr.ok()) return respond(HttpResponse::FromError(expr.status().WithContext("`expr`")));
+  auto tz_it = req.query.find("tz");
+  auto zone = tz_it == req.query.end() ? Result<TimeZone>(HostTimeZone()) : ResolveTimeZone(tz_it->second);
+  if (!zone.ok()) return respond(HttpResponse::FromError(zone.status().WithContext("`tz`")));
+  const WallTime now = services_.host->clock().Now();
+  Json next = Json::array();
+  WallTime t = now;
+  for (int64_t i = 0; i < *count; ++i) {
+    std::optional<WallTime> occurrence = expr->Next(t, *zone);
+    if (!occurrence) break;  // none left before the year 10000
+    next.push_back(FormatRfc3339InZone(*occurrence, *zone));
+    t = *occurrence;
+  }
+  if (next.empty()) {
+    // A loop with this rule would be refused with the same code.
+    return respond(HttpResponse::FromError(
+        Status(codes::kCronNeverFires,
+               "`expr`: the cron rule has no occurrence after " + FormatRfc3339InZone(now, *zone))));
+  }
+  respond(HttpResponse::FromJson(
+      200, Json{{"description", expr->Describe()}, {"tz", zone->name()}, {"next", std::move(next)}}));
 }
 
 void Api::CallExtraRoute(const host::HttpRoute& route, PathParams params, HttpRequest req, Respond respond) const {

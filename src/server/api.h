@@ -71,12 +71,17 @@ class Api {
 
   void CallTool(const PathParams& params, HttpRequest req, Respond respond) const;
   void RunCommand(const PathParams& params, HttpRequest req, Respond respond) const;
+  void ReadHeader(const PathParams& params, HttpRequest req, Respond respond) const;
   void ReadEvents(const PathParams& params, HttpRequest req, Respond respond) const;
   void PostMessage(const PathParams& params, HttpRequest req, Respond respond) const;
   void CreateSession(const PathParams& params, HttpRequest req, Respond respond) const;
   void CancelTurn(const PathParams& params, HttpRequest req, Respond respond) const;
   void ForkSession(const PathParams& params, HttpRequest req, Respond respond) const;
   void HostInfo(const PathParams& params, HttpRequest req, Respond respond) const;
+  // GET /api/cron/preview: the next occurrences of a cron rule after the
+  // host clock's now, as `dsh cron next` computes them, with its English
+  // description. Reads no store; answers before it returns.
+  void CronPreview(const PathParams& params, HttpRequest req, Respond respond) const;
   void StreamWithoutUpgrade(const PathParams& params, HttpRequest req, Respond respond) const;
   void CallExtraRoute(const host::HttpRoute& route, PathParams params, HttpRequest req, Respond respond) const;
   // The browser UI (docs/UI.md): `/?token=` sets the cookie and redirects;

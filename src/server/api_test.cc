@@ -255,6 +255,14 @@ TEST_F(ApiTest, WrongMethodAndUnknownPath) {
   EXPECT_EQ(Code(*unknown), "not_found");
 }
 
+TEST_F(ApiTest, CronPreviewWithoutAHostIs503) {
+  auto r = HttpRequestSync("GET", base_ + "/api/cron/preview?expr=@daily", "",
+                           {{"Authorization", "Bearer secret"}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, 503);
+  EXPECT_EQ(Code(*r), "unavailable");
+}
+
 TEST_F(ApiTest, StopLetsAnInFlightRequestFinish) {
   auto response = std::async(std::launch::async, [&] { return Post("/api/tools/slow", "{}"); });
   slow_->started.get_future().wait();

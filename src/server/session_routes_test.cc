@@ -19,6 +19,7 @@
 #include "server/http_server.h"
 #include "server/testing/ws_client.h"
 #include "store/sqlite_connection.h"
+#include "time/rfc3339.h"
 #include "time/time_zone.h"
 
 namespace dsh::server {
@@ -166,6 +167,21 @@ class SessionRoutesTest : public ::testing::Test {
 };
 
 // --- GET /api/sessions/{id}/events ---
+
+TEST_F(SessionRoutesTest, TheHeaderOfASessionIsReadFromTheStore) {
+  StartServer();
+  NewSession();
+  Append("s1", 2);
+  auto r = Get("/api/sessions/s1");
+  ASSERT_EQ(r.status, 200) << r.body;
+  Json session = Json::parse(r.body)["session"];
+  EXPECT_EQ(session["id"], "s1");
+  EXPECT_EQ(session["last_seq"], 2);
+  EXPECT_TRUE(session.contains("time_zone")) << session;
+  EXPECT_EQ(Get("/api/sessions/nope").status, 404);
+  EXPECT_EQ(Code(Get("/api/sessions/s1?x=1")), "invalid_arguments");
+  EXPECT_EQ(Get("/api/sessions/s1", "").status, 401);
+}
 
 TEST_F(SessionRoutesTest, EventsPagesWithAfterAndLimit) {
   StartServer();
@@ -669,6 +685,12 @@ class HostRoutesTest : public ::testing::Test {
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     return r.ok() ? *r : HttpClientResponse{};
   }
+  // `target` with its query already percent-encoded.
+  HttpClientResponse Get(const std::string& target) {
+    auto r = HttpRequestSync("GET", base_ + target, "", {{"Authorization", "Bearer secret"}});
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : HttpClientResponse{};
+  }
   static Json Error(const HttpClientResponse& r) {
     auto j = Json::parse(r.body, nullptr, false);
     return j.is_object() && j.contains("error") ? j["error"] : Json();
@@ -789,6 +811,92 @@ TEST_F(HostRoutesTest, AForkOfALiveSessionIsNotLive) {
   EXPECT_EQ(child["route"], parent["route"]);
   EXPECT_GE(child["seed_length"].get<int64_t>(), log.back().seq);
   EXPECT_EQ(AgentStatusOf(child["id"]), agent::AgentStatus::kCold);
+}
+
+// --- GET /api/cron/preview ---
+
+TEST_F(HostRoutesTest, CronPreviewGivesTheNextOccurrencesInTheZoneAndTheDescription) {
+  // The fake clock is at 2026-01-01T00:00:00Z (08:00 in Shanghai).
+  auto r = Get("/api/cron/preview?expr=0%209%20*%20*%20*&tz=Asia/Shanghai&count=3");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(
+      Json::parse(r.body),
+      (Json{{"description", "At 09:00"},
+            {"tz", "Asia/Shanghai"},
+            {"next",
+             {"2026-01-01T09:00:00+08:00", "2026-01-02T09:00:00+08:00", "2026-01-03T09:00:00+08:00"}}}));
+  // Strictly after now, a link answered by its canonical name, `+` as a space.
+  clock_.SetWall(*ParseRfc3339("2026-03-08T06:30:00Z"));  // 01:30 EST, the night clocks spring forward
+  auto dst = Get("/api/cron/preview?expr=30+1+*+*+*&tz=US/Eastern&count=2");
+  ASSERT_EQ(dst.status, 200) << dst.body;
+  Json body = Json::parse(dst.body);
+  EXPECT_EQ(body["tz"], "America/New_York");
+  EXPECT_EQ(body["next"], (Json{"2026-03-09T01:30:00-04:00", "2026-03-10T01:30:00-04:00"}));
+}
+
+TEST_F(HostRoutesTest, CronPreviewDefaultsToTheHostZoneAndFiveOccurrences) {
+  auto r = Get("/api/cron/preview?expr=*/10%20*%20*%20*%20*");
+  ASSERT_EQ(r.status, 200) << r.body;
+  Json body = Json::parse(r.body);
+  const TimeZone host_zone = HostTimeZone();
+  EXPECT_EQ(body["tz"], host_zone.name());
+  EXPECT_EQ(body["description"], "Every 10 minutes");
+  Json want = Json::array();
+  for (int i = 1; i <= 5; ++i) want.push_back(FormatRfc3339InZone(clock_.Now() + i * 10min, host_zone));
+  EXPECT_EQ(body["next"], want);
+  // count's bounds.
+  EXPECT_EQ(Json::parse(Get("/api/cron/preview?expr=@hourly&tz=UTC&count=1").body)["next"],
+            (Json{"2026-01-01T01:00:00+00:00"}));
+  EXPECT_EQ(Json::parse(Get("/api/cron/preview?expr=@hourly&tz=UTC&count=20").body)["next"].size(), 20u);
+}
+
+TEST_F(HostRoutesTest, CronPreviewGivesTheTimeLayersErrors) {
+  struct Case {
+    std::string query;
+    int status;
+    const char* code;
+    const char* mention;
+  };
+  for (const Case& c : {
+           Case{"expr=61+*+*+*+*&tz=UTC", 400, "invalid_cron", "minute field"},
+           Case{"expr=0+0+L+*+*", 400, "invalid_cron", "`expr`"},
+           Case{"expr=0+0+30+2+*&tz=UTC", 400, "cron_never_fires", "`expr`"},
+           Case{"expr=@daily&tz=CST", 400, "invalid_time_zone", "`tz`"},
+           Case{"expr=@daily&tz=Mars/Olympus", 400, "invalid_time_zone", "Mars/Olympus"},
+           Case{"expr=@daily&tz=", 400, "invalid_time_zone", "`tz`"},
+           Case{"expr=@daily&count=0", 400, "invalid_arguments", "`count`"},
+           Case{"expr=@daily&count=21", 400, "invalid_arguments", "`count`"},
+           Case{"expr=@daily&count=abc", 400, "invalid_arguments", "`count`"},
+           Case{"expr=@daily&count=", 400, "invalid_arguments", "`count`"},
+           Case{"tz=UTC", 400, "invalid_arguments", "`expr`"},
+           Case{"expr=", 400, "invalid_arguments", "`expr`"},
+           Case{"expr=@daily&from=2026-01-01T00:00:00Z", 400, "invalid_arguments", "`from`"},
+       }) {
+    auto r = Get("/api/cron/preview?" + c.query);
+    EXPECT_EQ(r.status, c.status) << c.query << ": " << r.body;
+    EXPECT_EQ(Error(r)["code"], c.code) << c.query << ": " << r.body;
+    EXPECT_NE(Error(r)["message"].get<std::string>().find(c.mention), std::string::npos)
+        << c.query << ": " << r.body;
+  }
+  auto post = HttpRequestSync("POST", base_ + "/api/cron/preview?expr=@daily", "",
+                              {{"Authorization", "Bearer secret"}});
+  ASSERT_TRUE(post.ok());
+  EXPECT_EQ(post->status, 405);
+  auto anonymous = HttpRequestSync("GET", base_ + "/api/cron/preview?expr=@daily", "", {});
+  ASSERT_TRUE(anonymous.ok());
+  EXPECT_EQ(anonymous->status, 401);
+}
+
+TEST_F(HostRoutesTest, CronPreviewGivesWhatIsLeftBeforeTheYear10000AndAnErrorWhenNothingIs) {
+  clock_.SetWall(*ParseRfc3339("9998-06-01T00:00:00Z"));
+  auto few = Get("/api/cron/preview?expr=0+0+1+1+*&tz=UTC&count=3");
+  ASSERT_EQ(few.status, 200) << few.body;
+  EXPECT_EQ(Json::parse(few.body)["next"], (Json{"9999-01-01T00:00:00+00:00"}));
+  clock_.SetWall(*ParseRfc3339("9999-06-01T00:00:00Z"));
+  auto none = Get("/api/cron/preview?expr=0+0+1+1+*&tz=UTC");
+  EXPECT_EQ(none.status, 400) << none.body;
+  EXPECT_EQ(Error(none)["code"], "cron_never_fires") << none.body;
+  EXPECT_NE(none.body.find("no occurrence after 9999-06-01T00:00:00+00:00"), std::string::npos) << none.body;
 }
 
 }  // namespace

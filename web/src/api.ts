@@ -67,6 +67,46 @@ export interface StoredEvent {
   data: any;
 }
 
+export interface LoopView {
+  loop_id: string;
+  prompt: string;
+  schedule: { kind: "every"; every_seconds: number } | { kind: "after"; after_seconds: number } | { kind: "cron"; expr: string; tz?: string };
+  session_id: string;
+  created_by_session_id?: string;
+  created_at: number;
+  next_at?: number;
+  last_run_at?: number;
+  last_result?: "delivered" | "failed";
+  last_error?: string;
+  state: "scheduled" | "running" | "overdue" | "completed" | "failed";
+}
+
+export interface LoopRun {
+  nominal_at: number;
+  claimed_at?: number;
+  delivered_at?: number;
+  target_session_id?: string;
+  message_id?: string;
+  result?: "delivered" | "failed" | "running";
+  error?: string;
+  attempts?: number;
+  skipped?: number;
+  skipped_capped?: boolean;
+  note?: string;
+}
+
+export interface CronPreview {
+  description: string;
+  tz: string;
+  next: string[];
+}
+
+const query = (params: Record<string, string | number | undefined>) =>
+  Object.entries(params)
+    .filter(([, v]) => v !== undefined && v !== "")
+    .map(([k, v]) => `${k}=${encodeURIComponent(String(v))}`)
+    .join("&");
+
 export const api = {
   host: () => request<HostInfo>("GET", "/api/host"),
   tool: <T>(name: string, args: Record<string, unknown>, sessionId?: string) =>
@@ -95,6 +135,26 @@ export const api = {
     request<{ session: { id: string } }>("POST", `/api/sessions/${encodeURIComponent(sessionId)}/fork`, {
       seed_length: seedLength,
     }),
+  // Loops (docs/LOOPS.md): every loop of the profile, or those targeting a session.
+  loops: (selector: string) =>
+    request<{ loops: LoopView[] }>("GET", `/api/loops?${query({ session_id: selector })}`).then((r) => r.loops),
+  // The calling session's own loops (loop_list({}) as that session: spec 000 §8.1).
+  sessionLoops: (sessionId: string) => api.tool<LoopView[]>("loop_list", {}, sessionId),
+  runs: (loopId: string, limit: number, before?: number) =>
+    request<{ runs: LoopRun[]; next_before?: number }>(
+      "GET",
+      `/api/loops/${encodeURIComponent(loopId)}/runs?${query({ limit, before })}`,
+    ),
+  cronPreview: (expr: string, tz: string | undefined, count: number) =>
+    request<CronPreview>("GET", `/api/cron/preview?${query({ expr, tz, count })}`),
+  listSessions: (limit: number) =>
+    api.tool<{ sessions: { session_id: string; title?: string }[] }>("list_sessions", { limit }).then((r) => r.sessions),
+  // The stored header (never resumes the session).
+  header: (sessionId: string) =>
+    request<{ session: { id: string; time_zone: string; preset?: string; parent_id?: string } }>(
+      "GET",
+      `/api/sessions/${encodeURIComponent(sessionId)}`,
+    ).then((r) => r.session),
   events: (sessionId: string, after: number, limit: number) =>
     request<{ events: StoredEvent[]; last_seq: number }>(
       "GET",

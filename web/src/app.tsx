@@ -2,13 +2,20 @@ import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import { api, type HostInfo, type SessionRow } from "./api";
 import { followChanges, throttle } from "./changes";
 import { fieldOfError } from "./lib/fields.js";
+import { Automation } from "./automation";
 import { Composer } from "./composer";
 import { Conversation, type CommandResult } from "./conversation";
 
-// The address names what is shown: #/s/SESSION_ID, or nothing.
+// The address names what is shown: #/s/SESSION_ID, #/automation (every
+// loop), #/automation?session=SESSION_ID (the loops of one session), or
+// nothing.
 function sessionFromHash(): string | null {
   const m = /^#\/s\/([^/?#]+)/.exec(location.hash);
   return m ? decodeURIComponent(m[1]) : null;
+}
+function automationFromHash(): { session: string | null } | null {
+  const m = /^#\/automation(?:\?session=([^&#]+))?$/.exec(location.hash);
+  return m ? { session: m[1] ? decodeURIComponent(m[1]) : null } : null;
 }
 
 function relative(iso?: string): string {
@@ -37,6 +44,11 @@ export function App() {
   const [creating, setCreating] = useState(false);
   const [navOpen, setNavOpen] = useState(false);
   const [limit, setLimit] = useState(PAGE);
+  const [automation, setAutomation] = useState(automationFromHash);
+  const [zones, setZones] = useState<Record<string, string>>({});  // session -> its time_zone
+  // Bumped when the change feed reports loops or sessions changed.
+  const [loopsVersion, setLoopsVersion] = useState(0);
+  const [sessionsVersion, setSessionsVersion] = useState(0);
   const [, setTick] = useState(0);  // re-renders the relative times
   const results_counter = useRef(0);
   const limitRef = useRef(limit);
@@ -55,13 +67,26 @@ export function App() {
     api.host().then(setHost).catch(() => {});
     // Live: the change feed says when to re-read; its `ready` (also after a
     // reconnect) re-reads everything.
-    const later = throttle(() => void refresh(), REFRESH_MS);
+    const later = throttle(() => {
+      void refresh();
+      setSessionsVersion((v) => v + 1);
+    }, REFRESH_MS);
+    const loopsLater = throttle(() => setLoopsVersion((v) => v + 1), REFRESH_MS);
     const stop = followChanges((m) => {
-      if (m.type === "ready") void refresh();
-      else if (m.sessions?.length || m.all_sessions) later();
+      if (m.type === "ready") {
+        void refresh();
+        setLoopsVersion((v) => v + 1);
+        setSessionsVersion((v) => v + 1);
+        return;
+      }
+      if (m.sessions?.length || m.all_sessions) later();
+      if (m.loops) loopsLater();
     });
     const ticker = setInterval(() => setTick((t) => t + 1), 30_000);
-    const onHash = () => setCurrent(sessionFromHash());
+    const onHash = () => {
+      setCurrent(sessionFromHash());
+      setAutomation(automationFromHash());
+    };
     addEventListener("hashchange", onHash);
     onHash();  // the address may have changed before this effect ran
     return () => {
@@ -71,6 +96,10 @@ export function App() {
     };
   }, []);
   useEffect(() => void refresh(), [limit]);
+  useEffect(() => {
+    if (!current || zones[current]) return;
+    api.header(current).then((h) => setZones((z) => ({ ...z, [h.id]: h.time_zone }))).catch(() => {});
+  }, [current]);
 
   const open = (id: string) => {
     location.hash = `#/s/${encodeURIComponent(id)}`;
@@ -100,6 +129,10 @@ export function App() {
         <button type="button" class="new" onClick={() => setCreating(true)}>
           New session
         </button>
+        <a class={`nav-link${automation ? " current" : ""}`} href="#/automation" aria-current={automation ? "page" : undefined}
+           onClick={() => setNavOpen(false)}>
+          Automation
+        </a>
         {listError && <p class="error-text" role="alert">{listError}</p>}
         <ul class="session-list">
           {globalRow && (
@@ -116,11 +149,18 @@ export function App() {
         )}
       </nav>
       <main class="main">
-        {current ? (
+        {automation ? (
+          host && (
+            <Automation host={host} session={automation.session} loopsVersion={loopsVersion}
+                        sessionsVersion={sessionsVersion} onOpenSession={open} />
+          )
+        ) : current ? (
           <>
-            <SessionHeader row={sessions.find((s) => s.session_id === current)} id={current} isGlobal={current === globalId} />
+            <SessionHeader row={sessions.find((s) => s.session_id === current)} id={current} isGlobal={current === globalId}
+                           zone={zones[current]} />
             <Conversation
               sessionId={current}
+              sessionTimeZone={zones[current] ?? null}
               commandResults={results[current] ?? []}
               onOpenSession={open}
               onRunning={setRunning}
@@ -153,6 +193,7 @@ export function App() {
                 }
               }}
               onStop={() => void api.cancel(current)}
+              loopsVersion={loopsVersion + sessionsVersion}
             />
           </>
         ) : (
@@ -196,13 +237,14 @@ function SessionItem({ row, current, pinned, onOpen }: {
   );
 }
 
-function SessionHeader({ row, id, isGlobal }: { row?: SessionRow; id: string; isGlobal: boolean }) {
+function SessionHeader({ row, id, isGlobal, zone }: { row?: SessionRow; id: string; isGlobal: boolean; zone?: string }) {
   return (
     <header class="session-header">
       <h1>{row?.title || id}</h1>
       <span class="meta">
         {isGlobal && <span class="tag">Global interface</span>}
         <span class="mono muted">{id}</span>
+        {zone && <span class="muted" title="The session's time zone">{zone}</span>}
         {row && (
           <>
             <span class={`dot ${row.status}`} aria-hidden="true" /> <span class="status">{row.status}</span>

@@ -1,5 +1,6 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import type { SessionRow } from "./api";
+import { LoopStatus } from "./loop_status";
 import { applyCompletion, commandMenu, completeSessionsRead, isCommand } from "./lib/commands.js";
 
 interface Props {
@@ -10,6 +11,7 @@ interface Props {
   onSend: (text: string, mode: "steer" | "followup") => Promise<void>;
   onCommand: (text: string) => Promise<void>;
   onStop: () => void;
+  loopsVersion: number;  // changes when the loops or this session may have changed
 }
 
 const draftKey = (id: string) => `dsh.draft.${id}`;
@@ -23,7 +25,7 @@ interface Popup {
 // sends as follow-up, Stop cancels a running turn. Text starting with "/" is
 // a slash command (run locally through POST /api/commands). The draft is
 // kept per session across reloads.
-export function Composer({ sessionId, sessions, running, seedDraft, onSend, onCommand, onStop }: Props) {
+export function Composer({ sessionId, sessions, running, seedDraft, onSend, onCommand, onStop, loopsVersion }: Props) {
   const [draft, setDraft] = useState(() => localStorage.getItem(draftKey(sessionId)) ?? "");
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | null>(null);
@@ -152,6 +154,7 @@ export function Composer({ sessionId, sessions, running, seedDraft, onSend, onCo
         onKeyDown={onKeyDown}
       />
       <div class="composer-actions">
+        <LoopStatus sessionId={sessionId} version={loopsVersion} />
         {error && <span class="error-text" role="alert">{error}</span>}
         {running && (
           <button type="button" class="secondary" onClick={onStop}>

@@ -27,6 +27,9 @@ export interface CommandResult {
 
 interface Props {
   sessionId: string;
+  // The session's own zone (its header's `time_zone`), when the caller knows
+  // it: reminder receipts then show their time in it as well as the viewer's.
+  sessionTimeZone?: string | null;
   commandResults: CommandResult[];
   onFork: (seq: number, text: string) => void;
   onOpenSession: (id: string) => void;
@@ -40,7 +43,15 @@ type Conn = "connecting" | "live" | "reconnecting";
 // demand, and live events over the WebSocket (reconnecting with the last
 // seq held, so nothing is lost or repeated). Opening a session only reads
 // it: a cold session stays cold.
-export function Conversation({ sessionId, commandResults, onFork, onOpenSession, onRunning, onLastSeq }: Props) {
+export function Conversation({
+  sessionId,
+  sessionTimeZone,
+  commandResults,
+  onFork,
+  onOpenSession,
+  onRunning,
+  onLastSeq,
+}: Props) {
   const [conv, setConv] = useState(() => emptyConversation());
   const [loading, setLoading] = useState(true);
   const [error, setError] = useState<string | null>(null);
@@ -157,7 +168,7 @@ export function Conversation({ sessionId, commandResults, onFork, onOpenSession,
   };
   for (const b of blocks) {
     flushResults(b.seq - 1);
-    items.push(<BlockView key={b.key} block={b} onFork={onFork} />);
+    items.push(<BlockView key={b.key} block={b} onFork={onFork} sessionTimeZone={sessionTimeZone ?? null} />);
   }
   flushResults(Number.MAX_SAFE_INTEGER);
   if (pending.reasoning || pending.text) {
@@ -194,7 +205,9 @@ export function Conversation({ sessionId, commandResults, onFork, onOpenSession,
   );
 }
 
-function BlockView({ block, onFork }: { block: ReturnType<typeof blocksOf>[number]; onFork: Props["onFork"] }) {
+type Block = ReturnType<typeof blocksOf>[number];
+
+function BlockView({ block, onFork, sessionTimeZone }: { block: Block; onFork: Props["onFork"]; sessionTimeZone: string | null }) {
   switch (block.kind) {
     case "user": {
       const origin = block.meta?.origin;
@@ -259,12 +272,83 @@ function BlockView({ block, onFork }: { block: ReturnType<typeof blocksOf>[numbe
           The turn ended with an error: {block.message || block.code} <code>{block.code}</code>
         </li>
       );
+    case "receipt":
+      return <ReceiptCard block={block} sessionTimeZone={sessionTimeZone} />;
     case "running":
       return (
         <li class="block running" aria-live="polite">
           <span class="dot running" aria-hidden="true" /> Working…
         </li>
       );
+  }
+}
+
+// The receipt of a delivered reminder (docs/REMINDERS.md): its follow-up was
+// queued for this session. It is history, not an active reminder, and stays
+// whatever the turn that follows does.
+function ReceiptCard({ block, sessionTimeZone }: { block: Extract<Block, { kind: "receipt" }>; sessionTimeZone: string | null }) {
+  const titleId = `receipt-${block.key}`;
+  return (
+    <li class="block receipt" data-seq={block.seq} data-testid="reminder-receipt" aria-labelledby={titleId}>
+      <div class="who" id={titleId}>
+        Reminder{" "}
+        <span class="tag" title="Delivered in this session only, while it is live in a host; no other notification">
+          session-local
+        </span>
+      </div>
+      {block.prompt === null ? (
+        <div class="text plain muted">Reminder {block.scheduleId} (its details are in older history)</div>
+      ) : (
+        <>
+          <div class="text plain receipt-prompt">{block.prompt}</div>
+          {block.occurrenceAt && (
+            <div class="receipt-times">
+              <span class="muted">Due </span>
+              {occurrenceZones(sessionTimeZone).map((z, i) => (
+                <span key={z.zone}>
+                  {i > 0 && <span class="muted"> · </span>}
+                  <time dateTime={block.occurrenceAt!}>{formatInZone(block.occurrenceAt!, z.zone)}</time>{" "}
+                  <span class="muted">
+                    {z.zone}
+                    {z.note ? ` (${z.note})` : ""}
+                  </span>
+                </span>
+              ))}
+            </div>
+          )}
+          <div class="receipt-id muted">
+            Delivered to this session as a follow-up · <code>{block.scheduleId}</code>
+          </div>
+        </>
+      )}
+    </li>
+  );
+}
+
+const viewerTimeZone: string = (() => {
+  try {
+    return Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC";
+  } catch {
+    return "UTC";
+  }
+})();
+
+// The zones a receipt's time is shown in: the session's and the viewer's
+// when the session's is known, else the viewer's and UTC; one when they agree.
+function occurrenceZones(sessionTimeZone: string | null): { zone: string; note?: string }[] {
+  const first = sessionTimeZone ? { zone: sessionTimeZone, note: "session" } : { zone: viewerTimeZone, note: "yours" };
+  const second = sessionTimeZone ? { zone: viewerTimeZone, note: "yours" } : { zone: "UTC" };
+  if (second.zone === first.zone) return [{ zone: first.zone, note: sessionTimeZone ? "session and yours" : "yours" }];
+  return [first, second];
+}
+
+function formatInZone(instant: string, zone: string): string {
+  const date = new Date(instant);
+  if (Number.isNaN(date.getTime())) return instant;
+  try {
+    return new Intl.DateTimeFormat(undefined, { timeZone: zone, dateStyle: "medium", timeStyle: "medium" }).format(date);
+  } catch {
+    return instant;  // a zone this browser does not know
   }
 }
 

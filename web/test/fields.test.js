@@ -33,3 +33,13 @@ test("anything else is shown for the whole form", () => {
   assert.equal(at("shutting_down", "the host is shutting down"), undefined);
   assert.equal(fieldOfError(undefined, form), undefined);
 });
+
+test("a form may place code-only errors (the loop form's cron rule)", () => {
+  const loopForm = ["prompt", "schedule.expr", "schedule.tz", "schedule.every_seconds", "session_id", "preset"];
+  const place = (code, message) => fieldOfError({ code, message }, loopForm, { cron_never_fires: "schedule.expr" });
+  assert.equal(place("invalid_cron", "loop_create: `schedule.expr`: cron expression is empty"), "schedule.expr");
+  assert.equal(place("invalid_time_zone", "loop_create: `schedule.tz`: unknown time zone \"Mars/Base\""), "schedule.tz");
+  assert.equal(place("cron_never_fires", "loop_create: the cron rule has no occurrence left"), "schedule.expr");
+  assert.equal(place("not_found", "loop_create: `session_id`: no session ses_x exists"), "session_id");
+  assert.equal(place("invalid_arguments", "loop_create: `preset` is only accepted with `session_id` \"new\""), "preset");
+});

@@ -846,6 +846,72 @@ TEST_F(LoopRoutesTest, RunsAreNewestFirstAndLimited) {
   EXPECT_EQ(one->body["runs"][0], runs[0]);
 }
 
+TEST_F(LoopRoutesTest, RunsPageBackwardsWithBeforeAndNextBeforeWithoutOverlapOrGap) {
+  std::string me = Session("default", Route("m1"));
+  std::string id = Ok(From(me), "loop_create", {{"prompt", "tick"}, {"schedule", Every(60)}})["loop_id"];
+  for (int i = 0; i < 5; ++i) Advance(60s);
+  auto all = Get("/api/loops/{id}/runs", {}, {{"id", id}});
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  ASSERT_EQ(all->body["runs"].size(), 5u) << all->body.dump();
+  EXPECT_FALSE(all->body.contains("next_before")) << "fewer than limit: the last page";
+
+  // limit 2: pages of 2, 2 and 1; together exactly the whole history, in order.
+  Json paged = Json::array();
+  std::map<std::string, std::string> query = {{"limit", "2"}};
+  std::vector<size_t> sizes;
+  for (int page = 0; page < 10; ++page) {
+    auto r = Get("/api/loops/{id}/runs", query, {{"id", id}});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    const Json& runs = r->body["runs"];
+    sizes.push_back(runs.size());
+    for (const auto& run : runs) paged.push_back(run);
+    if (!r->body.contains("next_before")) break;
+    ASSERT_EQ(runs.size(), 2u) << "next_before only on a full page";
+    EXPECT_EQ(r->body["next_before"], runs.back()["nominal_at"]);
+    query["before"] = std::to_string(r->body["next_before"].get<int64_t>());
+  }
+  EXPECT_EQ(sizes, (std::vector<size_t>{2, 2, 1}));
+  EXPECT_EQ(paged, all->body["runs"]);
+
+  // A history that is a whole number of pages ends with an empty page.
+  auto five = Get("/api/loops/{id}/runs", {{"limit", "5"}}, {{"id", id}});
+  ASSERT_TRUE(five.ok()) << five.status().ToString();
+  ASSERT_TRUE(five->body.contains("next_before"));
+  auto after_last = Get(
+      "/api/loops/{id}/runs",
+      {{"limit", "5"}, {"before", std::to_string(five->body["next_before"].get<int64_t>())}}, {{"id", id}});
+  ASSERT_TRUE(after_last.ok()) << after_last.status().ToString();
+  EXPECT_EQ(after_last->body, (Json{{"runs", Json::array()}}));
+
+  // `before` is exclusive and need not be a run's instant.
+  int64_t newest = all->body["runs"][0]["nominal_at"];
+  auto below =
+      Get("/api/loops/{id}/runs", {{"before", std::to_string(newest + 1)}, {"limit", "1"}}, {{"id", id}});
+  ASSERT_TRUE(below.ok()) << below.status().ToString();
+  EXPECT_EQ(below->body["runs"], Json::array({all->body["runs"][0]}));
+  EXPECT_EQ(below->body["next_before"], newest);
+
+  // A deleted loop's history still pages, and past its oldest run is empty, not unknown.
+  Ok(From(me), "loop_delete", {{"loop_id", id}});
+  auto gone = Get("/api/loops/{id}/runs", {{"before", "0"}}, {{"id", id}});
+  ASSERT_TRUE(gone.ok()) << gone.status().ToString();
+  EXPECT_TRUE(gone->body["runs"].empty());
+  auto never = Get("/api/loops/{id}/runs", {{"before", "0"}}, {{"id", "loop_nope"}});
+  ASSERT_FALSE(never.ok());
+  EXPECT_EQ(never.status().code(), "unknown_loop");
+}
+
+TEST_F(LoopRoutesTest, RunsRejectABadBeforeNamingIt) {
+  std::string me = Session("default", Route("m1"));
+  std::string id = Ok(From(me), "loop_create", {{"prompt", "tick"}, {"schedule", Every(60)}})["loop_id"];
+  for (const char* bad : {"-1", "x", "1.5", "", "9007199254740992"}) {
+    auto r = Get("/api/loops/{id}/runs", {{"before", bad}}, {{"id", id}});
+    ASSERT_FALSE(r.ok()) << "before=" << bad;
+    EXPECT_EQ(r.status().code(), codes::kInvalidArguments);
+    EXPECT_NE(r.status().message().find("`before`"), std::string::npos) << r.status().message();
+  }
+}
+
 TEST_F(LoopRoutesTest, RunsRejectBadLimitsAndUnknownLoops) {
   std::string me = Session("default", Route("m1"));
   std::string id = Ok(From(me), "loop_create", {{"prompt", "tick"}, {"schedule", Every(60)}})["loop_id"];

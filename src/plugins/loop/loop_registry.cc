@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <limits>
 #include <utility>
 
 #include "agent/agent_store.h"
@@ -429,12 +430,16 @@ Json RunJson(const Run& r) {
   return j;
 }
 
-Result<std::vector<Run>> Runs(Tx& tx, const std::string& loop_id, int64_t limit) {
+Result<std::vector<Run>> Runs(Tx& tx, const std::string& loop_id, int64_t limit,
+                              std::optional<int64_t> before) {
   std::vector<Run> out;
+  // Without `before` the bound is above every instant, so one statement serves both.
   DSH_RETURN_IF_ERROR(tx.Query(
-      "SELECT nominal_at, claimed_at, delivered_at, target_session_id, message_id, result, error, note, attempts,"
-      " skipped, skipped_capped FROM loop_runs WHERE loop_id = ? ORDER BY nominal_at DESC LIMIT ?",
-      {std::string_view(loop_id), limit}, [&](const Row& row) {
+      "SELECT nominal_at, claimed_at, delivered_at, target_session_id, message_id, result, error, note,"
+      " attempts, skipped, skipped_capped FROM loop_runs"
+      " WHERE loop_id = ? AND nominal_at < ? ORDER BY nominal_at DESC LIMIT ?",
+      {std::string_view(loop_id), before.value_or(std::numeric_limits<int64_t>::max()), limit},
+      [&](const Row& row) {
         out.push_back(Run{row.Int(0), row.Int(1), OptInt(row, 2), OptText(row, 3), OptText(row, 4), OptText(row, 5),
                           OptText(row, 6), OptText(row, 7), row.Int(8), row.Int(9), row.Int(10) != 0});
         return Status::Ok();

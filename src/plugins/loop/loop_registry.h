@@ -162,7 +162,11 @@ struct Run {
   bool skipped_capped = false;
 };
 Json RunJson(const Run& run);
-Result<std::vector<Run>> Runs(store::Tx& tx, const std::string& loop_id, int64_t limit);
+// A loop's runs, newest first, at most `limit`; with `before`, only those with
+// nominal_at < before (the next page after a run whose nominal_at it is:
+// nominal_at is unique per loop, so pages neither overlap nor leave gaps).
+Result<std::vector<Run>> Runs(store::Tx& tx, const std::string& loop_id, int64_t limit,
+                              std::optional<int64_t> before = std::nullopt);
 
 }  // namespace registry
 }  // namespace dsh::plugins::loop

@@ -1,9 +1,11 @@
 #include "plugins/loop/loop_routes.h"
 
+#include <optional>
 #include <string>
 #include <utility>
 
 #include "agent/tool.h"
+#include "base/schema.h"
 
 namespace dsh::plugins::loop {
 
@@ -34,17 +36,28 @@ std::vector<host::HttpRoute> LoopRoutes(std::shared_ptr<LoopService> service) {
   routes.push_back(host::HttpRoute{
       .method = "GET",
       .pattern = "/api/loops/{id}/runs",
-      .query_keys = {"limit"},
+      .query_keys = {"limit", "before"},
       .handler =
           [service](host::HttpRouteRequest req, host::HttpRouteDone done) {
             auto limit = host::QueryInt(req, "limit", kDefaultRunsLimit, 1, kMaxRunsLimit);
             if (!limit.ok()) return done(limit.status());
-            service->History(req.path_params.at("id"), *limit,
-                             [done = std::move(done)](Result<std::vector<registry::Run>> r) {
+            std::optional<int64_t> before;
+            if (req.query.contains("before")) {
+              auto value = host::QueryInt(req, "before", 0, 0, kMaxSafeInteger);
+              if (!value.ok()) return done(value.status());
+              before = *value;
+            }
+            service->History(req.path_params.at("id"), *limit, before,
+                             [limit = *limit, done = std::move(done)](Result<std::vector<registry::Run>> r) {
                                if (!r.ok()) return done(r.status());
                                Json list = Json::array();
                                for (const auto& run : *r) list.push_back(registry::RunJson(run));
-                               done(host::HttpRouteResponse{200, Json{{"runs", std::move(list)}}});
+                               Json body = {{"runs", std::move(list)}};
+                               // A full page may have older runs behind it.
+                               if (static_cast<int64_t>(r->size()) == limit) {
+                                 body["next_before"] = r->back().nominal_at;
+                               }
+                               done(host::HttpRouteResponse{200, std::move(body)});
                              });
           },
   });

@@ -128,15 +128,20 @@ void LoopService::Delete(std::string loop_id, std::function<void(Status)> done) 
       });
 }
 
-void LoopService::History(std::string loop_id, int64_t limit,
+void LoopService::History(std::string loop_id, int64_t limit, std::optional<int64_t> before,
                           std::function<void(Result<std::vector<registry::Run>>)> done) {
   auto out = std::make_shared<std::vector<registry::Run>>();
   auto exists = std::make_shared<bool>(false);
   db_.Read(
-      [loop_id, limit, out, exists](store::Tx& tx) -> Status {
-        DSH_ASSIGN_OR_RETURN(*out, registry::Runs(tx, loop_id, limit));
+      [loop_id, limit, before, out, exists](store::Tx& tx) -> Status {
+        DSH_ASSIGN_OR_RETURN(*out, registry::Runs(tx, loop_id, limit, before));
         DSH_ASSIGN_OR_RETURN(auto loop, registry::Get(tx, loop_id));
         *exists = loop.has_value() || !out->empty();
+        if (!*exists && before) {
+          // An empty page of a deleted loop: it exists if it has any run at all.
+          DSH_ASSIGN_OR_RETURN(auto newest, registry::Runs(tx, loop_id, 1));
+          *exists = !newest.empty();
+        }
         return Status::Ok();
       },
       [loop_id, out, exists, done = std::move(done)](Status st) {

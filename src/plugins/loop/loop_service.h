@@ -51,9 +51,12 @@ class LoopService {
   // Deletes a loop by id from anywhere. Errors: `unknown_loop`.
   void Delete(std::string loop_id, std::function<void(Status)> done);
 
-  // A loop's runs, newest first. Errors: `unknown_loop` when neither the
-  // loop nor any run of it exists.
-  void History(std::string loop_id, int64_t limit, std::function<void(Result<std::vector<registry::Run>>)> done);
+  // A loop's runs, newest first, at most `limit`; with `before`, only those
+  // with nominal_at < before (an empty page past the oldest run is not an
+  // error). Errors: `unknown_loop` when neither the loop nor any run of it
+  // exists.
+  void History(std::string loop_id, int64_t limit, std::optional<int64_t> before,
+               std::function<void(Result<std::vector<registry::Run>>)> done);
 
   int64_t now() const { return ToUnixMillis(clock_.Now()); }
 

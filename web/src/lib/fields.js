@@ -15,9 +15,10 @@ const MODEL_CODES = new Set([
 /**
  * @param {{code?: string, message?: string}} error
  * @param {string[]} fields the form's fields, by their API names
+ * @param {Record<string, string>} [byCode] the field of errors whose message names none
  * @returns {string | undefined} the field, or undefined for a form-wide error
  */
-export function fieldOfError(error, fields) {
+export function fieldOfError(error, fields, byCode = {}) {
   const message = String(error?.message ?? "");
   // The first field named, as `field` or `field.sub`.
   let best;
@@ -30,6 +31,8 @@ export function fieldOfError(error, fields) {
     }
   }
   if (best) return best;
+  const code = String(error?.code);
+  if (byCode[code] && fields.includes(byCode[code])) return byCode[code];
   if (MODEL_CODES.has(String(error?.code)) && fields.includes("model")) return "model";
   return undefined;
 }

@@ -17,7 +17,15 @@
  *   | {kind: "reasoning", key: string, seq: number, text: string}
  *   | {kind: "tool", key: string, seq: number, name: string, args: string, result?: any, error?: any}
  *   | {kind: "error", key: string, seq: number, code: string, message: string}
+ *   | Receipt
  *   | {kind: "running", key: string, seq: number}} Block
+ * @typedef {{
+ *   kind: "receipt", key: string, seq: number,
+ *   scheduleId: string,
+ *   prompt: string | null,        // null: its create lies in an older page not loaded yet
+ *   occurrenceAt: string | null,  // the create's scheduled_at (UTC RFC 3339), null likewise
+ *   deliveryMode: "session-local",
+ * }} Receipt
  */
 
 /** @param {number} firstSeq the seq before the window's first event */
@@ -66,8 +74,17 @@ export function prependEvents(c, older, newFirst) {
 /**
  * The blocks a person sees, in log order: user and assistant messages,
  * reasoning, tool calls with their results, turn errors, and a "running"
- * marker while the last turn has not ended. Bookkeeping events are not
- * blocks.
+ * marker while the last turn has not ended, and a receipt for each
+ * delivered reminder. Bookkeeping events are not blocks.
+ *
+ * A reminder's receipt is its `schedule/change` dispatch event
+ * (docs/STORAGE.md) with the prompt and target of the nearest preceding
+ * create of the same id: ids restart at schedule-1 in a fork, so a fork's
+ * history may hold its parent's schedule-1 and its own, and the nearest
+ * create is the one the dispatch delivered. The events are a contiguous
+ * window of the log, so when that create is not in it, it lies in an older
+ * page: the receipt then has no prompt and no time until that page loads
+ * and the blocks are derived again. Creates and deletes are not blocks.
  * @param {StoredEvent[]} events
  * @returns {Block[]}
  */
@@ -76,6 +93,8 @@ export function blocksOf(events) {
   const blocks = [];
   /** @type {Map<string, number>} call_id -> index in blocks */
   const calls = new Map();
+  /** @type {Map<string, any>} schedule id -> its latest create's record */
+  const creates = new Map();
   let open = false;
   for (const e of events) {
     const key = "e" + e.seq;
@@ -113,8 +132,27 @@ export function blocksOf(events) {
         }
         break;
       }
+      case "schedule/change": {
+        const id = d.op === "create" ? d.schedule?.id : d.id;
+        if (d.version !== 1 || typeof id !== "string") break;  // a format this page cannot read
+        if (d.op === "create") {
+          creates.set(id, d.schedule);
+        } else if (d.op === "dispatch") {
+          const made = creates.get(id);
+          blocks.push({
+            kind: "receipt",
+            key,
+            seq: e.seq,
+            scheduleId: id,
+            prompt: typeof made?.prompt === "string" ? made.prompt : null,
+            occurrenceAt: typeof made?.scheduled_at === "string" ? made.scheduled_at : null,
+            deliveryMode: "session-local",
+          });
+        }
+        break;  // a delete is not a block
+      }
       default:
-        break;  // titles, schedules, loops: not conversation
+        break;  // titles, loops: not conversation
     }
   }
   if (open) blocks.push({ kind: "running", key: "running", seq: events.length ? events[events.length - 1].seq : 0 });

@@ -1,0 +1,497 @@
+import { useEffect, useMemo, useRef, useState } from "preact/hooks";
+import { api, clientTimeZone, type HostInfo, type LoopRun, type LoopView } from "./api";
+import { fieldOfError } from "./lib/fields.js";
+import { countdown, scheduleWords, targetWords, toSeconds, UNITS } from "./lib/loops.js";
+
+// The global automation panel (spec 000 §8.2, docs/UI.md): every loop of the
+// profile (or those targeting one session), their run history, and the form
+// that creates one. A view over loop_list / loop_create / loop_delete and
+// list_sessions; it never schedules anything itself.
+
+const PAGE = 100;  // rows rendered per "Show more", so a profile with 10,000 loops stays quick
+
+// English descriptions of cron rules, by "expr\ntz", shared by every row.
+const cronWords = new Map<string, string | Promise<void>>();
+
+function useCronDescription(expr: string | null, tz: string | undefined): string | undefined {
+  const key = expr === null ? "" : `${expr}\n${tz ?? ""}`;
+  const known = cronWords.get(key);
+  const [, setLoaded] = useState(0);
+  useEffect(() => {
+    if (expr === null) return;
+    let cached = cronWords.get(key);
+    if (cached === undefined) {
+      cached = api
+        .cronPreview(expr, tz, 1)
+        .then((p) => void cronWords.set(key, p.description))
+        .catch(() => void cronWords.set(key, `cron ${expr}`));
+      cronWords.set(key, cached);
+    }
+    if (typeof cached !== "string") cached.then(() => setLoaded((n) => n + 1));
+  }, [key]);
+  return typeof known === "string" ? known : undefined;
+}
+
+function localTime(ms: number): string {
+  return new Date(ms).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "medium" });
+}
+
+function useNow(periodMs: number): number {
+  const [now, setNow] = useState(Date.now());
+  useEffect(() => {
+    const t = setInterval(() => setNow(Date.now()), periodMs);
+    return () => clearInterval(t);
+  }, [periodMs]);
+  return now;
+}
+
+interface Props {
+  host: HostInfo;
+  // Loops targeting this session only, and "This session" as a target; null = every loop.
+  session: string | null;
+  // Bumped when the change feed says the loops (or the sessions) changed.
+  loopsVersion: number;
+  sessionsVersion: number;
+  onOpenSession: (id: string) => void;
+}
+
+export function Automation({ host, session, loopsVersion, sessionsVersion, onOpenSession }: Props) {
+  const [loops, setLoops] = useState<LoopView[] | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const [notice, setNotice] = useState<string | null>(null);
+  const [shown, setShown] = useState(PAGE);
+  const [sessions, setSessions] = useState<{ session_id: string; title?: string }[]>([]);
+  const now = useNow(1000);
+
+  const reload = async () => {
+    try {
+      setLoops(await api.loops(session ?? "global"));
+      setError(null);
+    } catch (e: any) {
+      setError(e?.message ?? String(e));
+    }
+  };
+  useEffect(() => void reload(), [session, loopsVersion]);
+  useEffect(() => {
+    api.listSessions(1000).then(setSessions).catch(() => {});
+  }, [sessionsVersion]);
+
+  const titles = useMemo(() => new Map(sessions.map((s) => [s.session_id, s.title])), [sessions]);
+
+  const remove = async (loop: LoopView) => {
+    if (!confirm(`Delete the loop "${preview(loop.prompt, 60)}"? It will not run again.`)) return;
+    try {
+      await api.tool("loop_delete", { loop_id: loop.loop_id });
+      setNotice(`Deleted the loop "${preview(loop.prompt, 60)}".`);
+    } catch (e: any) {
+      setNotice(
+        e?.code === "unknown_loop"
+          ? `That loop no longer exists: it was deleted elsewhere or it finished.`
+          : `Could not delete the loop: ${e?.message ?? e}`,
+      );
+    }
+    await reload();
+  };
+
+  return (
+    <section class="automation" aria-labelledby="automation-title">
+      <header class="session-header">
+        <h1 id="automation-title">Automation</h1>
+        <span class="meta">
+          {session ? (
+            <>
+              Loops that deliver to <span class="mono">{titles.get(session) || session}</span> ·{" "}
+              <a href="#/automation">every loop</a>
+            </>
+          ) : (
+            "Every loop of this profile"
+          )}
+        </span>
+      </header>
+      <div class="automation-body">
+        <LoopForm host={host} session={session} sessions={sessions} onCreated={(l) => {
+          setNotice(`Created the loop "${preview(l.prompt, 60)}".`);
+          void reload();
+        }} />
+        <div class="status-line" role="status" aria-live="polite">{notice}</div>
+        {error && <p class="error-text" role="alert">{error}</p>}
+        {loops === null ? (
+          <p class="muted">Loading…</p>
+        ) : loops.length === 0 ? (
+          <p class="muted">No loops{session ? " deliver to this session" : " yet"}.</p>
+        ) : (
+          <>
+            <h2 class="loops-count">{loops.length === 1 ? "1 loop" : `${loops.length} loops`}</h2>
+            <ul class="loops" aria-label="Loops">
+              {loops.slice(0, shown).map((l) => (
+                <LoopRow key={l.loop_id} loop={l} now={now} titles={titles} globalId={host.global_session_id}
+                         onDelete={remove} onOpenSession={onOpenSession} />
+              ))}
+            </ul>
+            {loops.length > shown && (
+              <button type="button" class="secondary more" onClick={() => setShown(shown + PAGE)}>
+                Show more loops ({loops.length - shown} more)
+              </button>
+            )}
+          </>
+        )}
+      </div>
+    </section>
+  );
+}
+
+function preview(text: string, n: number): string {
+  const one = text.replace(/\s+/g, " ").trim();
+  return one.length > n ? one.slice(0, n - 1) + "…" : one;
+}
+
+function LoopRow({ loop, now, titles, globalId, onDelete, onOpenSession }: {
+  loop: LoopView;
+  now: number;
+  titles: Map<string, string | undefined>;
+  globalId: string | null;
+  onDelete: (l: LoopView) => void;
+  onOpenSession: (id: string) => void;
+}) {
+  const s = loop.schedule;
+  const description = useCronDescription(s.kind === "cron" ? s.expr : null, s.kind === "cron" ? s.tz : undefined);
+  const [history, setHistory] = useState(false);
+  const target = loop.session_id;
+  const targetId = target === "self" ? globalId : target === "new" ? null : target;
+  return (
+    <li class={`loop state-${loop.state}`} data-loop={loop.loop_id}>
+      <div class="loop-head">
+        <span class="loop-prompt" title={loop.prompt}>{preview(loop.prompt, 120)}</span>
+        <span class={`state ${loop.state}`}>{loop.state}</span>
+      </div>
+      <dl class="loop-facts">
+        <dt>Schedule</dt>
+        <dd>{scheduleWords(s, description)}</dd>
+        <dt>Target</dt>
+        <dd>
+          {targetId ? (
+            <button type="button" class="link" onClick={() => onOpenSession(targetId)}>
+              {targetWords(target, titles)}
+            </button>
+          ) : (
+            targetWords(target, titles)
+          )}
+        </dd>
+        <dt>Next run</dt>
+        <dd>
+          {loop.next_at !== undefined ? (
+            <>
+              <time dateTime={new Date(loop.next_at).toISOString()}>{localTime(loop.next_at)}</time>{" "}
+              <span class="countdown">({countdown(loop.next_at, now)})</span>
+            </>
+          ) : (
+            "—"
+          )}
+        </dd>
+        <dt>Last run</dt>
+        <dd>
+          {loop.last_run_at !== undefined ? `${localTime(loop.last_run_at)}, ${loop.last_result ?? ""}` : "never"}
+          {loop.last_error && <span class="error-text"> — {loop.last_error}</span>}
+        </dd>
+      </dl>
+      <div class="loop-actions">
+        <button type="button" class="secondary" aria-expanded={history} onClick={() => setHistory(!history)}
+                aria-label={`Run history of "${preview(loop.prompt, 40)}"`}>
+          Run history
+        </button>
+        <button type="button" class="secondary danger" onClick={() => onDelete(loop)}
+                aria-label={`Delete "${preview(loop.prompt, 40)}"`}>
+          Delete
+        </button>
+      </div>
+      {history && <RunHistory loopId={loop.loop_id} titles={titles} onOpenSession={onOpenSession} />}
+    </li>
+  );
+}
+
+const RUNS_PAGE = 20;
+
+function RunHistory({ loopId, titles, onOpenSession }: {
+  loopId: string;
+  titles: Map<string, string | undefined>;
+  onOpenSession: (id: string) => void;
+}) {
+  const [runs, setRuns] = useState<LoopRun[]>([]);
+  const [next, setNext] = useState<number | undefined>(undefined);
+  const [done, setDone] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const load = async (before?: number) => {
+    try {
+      const page = await api.runs(loopId, RUNS_PAGE, before);
+      setRuns((old) => (before === undefined ? page.runs : [...old, ...page.runs]));
+      setNext(page.next_before);
+      setDone(true);
+    } catch (e: any) {
+      setError(e?.message ?? String(e));
+    }
+  };
+  useEffect(() => void load(), [loopId]);
+  if (error) return <p class="error-text">{error}</p>;
+  if (!done) return <p class="muted">Loading runs…</p>;
+  if (runs.length === 0) return <p class="muted">No runs yet.</p>;
+  return (
+    <div class="runs">
+      <table>
+        <caption class="visually-hidden">Runs, newest first</caption>
+        <thead>
+          <tr>
+            <th scope="col">Scheduled for</th>
+            <th scope="col">Claimed</th>
+            <th scope="col">Delivered</th>
+            <th scope="col">Session</th>
+            <th scope="col">Result</th>
+            <th scope="col">Skipped</th>
+          </tr>
+        </thead>
+        <tbody>
+          {runs.map((r) => (
+            <tr key={r.nominal_at}>
+              <td>{localTime(r.nominal_at)}</td>
+              <td>{r.claimed_at ? localTime(r.claimed_at) : "—"}</td>
+              <td>{r.delivered_at ? localTime(r.delivered_at) : "—"}</td>
+              <td>
+                {r.target_session_id ? (
+                  <button type="button" class="link" onClick={() => onOpenSession(r.target_session_id!)}>
+                    {titles.get(r.target_session_id) || r.target_session_id}
+                  </button>
+                ) : "—"}
+              </td>
+              <td>
+                {r.result ?? "—"}
+                {r.error && <span class="error-text"> — {r.error}</span>}
+                {r.note && <span class="muted"> ({r.note})</span>}
+              </td>
+              <td>{r.skipped ? `${r.skipped}${r.skipped_capped ? "+" : ""}` : "0"}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      {next !== undefined && (
+        <button type="button" class="secondary" onClick={() => void load(next)}>
+          Older runs
+        </button>
+      )}
+    </div>
+  );
+}
+
+type Kind = "every" | "after" | "cron";
+type TargetKind = "current" | "self" | "new" | "existing";
+
+const ZONES: string[] = (() => {
+  try {
+    return (Intl as any).supportedValuesOf("timeZone") as string[];
+  } catch {
+    return [];
+  }
+})();
+
+function LoopForm({ host, session, sessions, onCreated }: {
+  host: HostInfo;
+  session: string | null;
+  sessions: { session_id: string; title?: string }[];
+  onCreated: (l: LoopView) => void;
+}) {
+  const [prompt, setPrompt] = useState("");
+  const [kind, setKind] = useState<Kind>("every");
+  const [amount, setAmount] = useState("5");
+  const [unit, setUnit] = useState("minutes");
+  const [expr, setExpr] = useState("0 9 * * 1-5");
+  const [tz, setTz] = useState(clientTimeZone ?? "UTC");
+  const [target, setTarget] = useState<TargetKind>(session ? "current" : "self");
+  const [existing, setExisting] = useState("");
+  const [search, setSearch] = useState("");
+  const [preset, setPreset] = useState("");
+  const [errors, setErrors] = useState<{ field?: string; message: string } | null>(null);
+  const [busy, setBusy] = useState(false);
+  const [cron, setCron] = useState<{ description?: string; next?: string[]; error?: { field: string; message: string } }>({});
+  const asked = useRef(0);
+
+  useEffect(() => setTarget(session ? "current" : "self"), [session]);
+
+  // The cron rule's description and next five runs as you type.
+  useEffect(() => {
+    if (kind !== "cron") return;
+    const mine = ++asked.current;
+    const timer = setTimeout(async () => {
+      try {
+        const p = await api.cronPreview(expr.trim(), tz.trim() || undefined, 5);
+        if (mine === asked.current) setCron({ description: p.description, next: p.next });
+      } catch (e: any) {
+        const field = e?.code === "invalid_time_zone" ? "schedule.tz" : "schedule.expr";
+        if (mine === asked.current) setCron({ error: { field, message: e?.message ?? String(e) } });
+      }
+    }, 200);
+    return () => clearTimeout(timer);
+  }, [kind, expr, tz]);
+
+  const matches = useMemo(() => {
+    const q = search.trim().toLowerCase();
+    const all = q ? sessions.filter((s) => s.session_id.toLowerCase().includes(q) || (s.title ?? "").toLowerCase().includes(q)) : sessions;
+    return all.slice(0, 200);
+  }, [search, sessions]);
+
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    setErrors(null);
+    const args: Record<string, unknown> = { prompt };
+    if (kind === "cron") {
+      args.schedule = tz.trim() ? { kind, expr: expr.trim(), tz: tz.trim() } : { kind, expr: expr.trim() };
+    } else {
+      const seconds = toSeconds(amount, unit);
+      if (!Number.isInteger(seconds) || seconds <= 0) {
+        return setErrors({ field: "schedule.seconds", message: "Give a whole, positive number of seconds (or a unit that makes one)." });
+      }
+      args.schedule = kind === "every" ? { kind, every_seconds: seconds } : { kind, after_seconds: seconds };
+    }
+    if (target === "self" || target === "new") args.session_id = target;
+    if (target === "existing") {
+      if (!existing) return setErrors({ field: "session_id", message: "Choose the session the loop delivers to." });
+      args.session_id = existing;
+    }
+    if (target === "new" && preset) args.preset = preset;
+    setBusy(true);
+    try {
+      // "This session": loop_create as that session, which is its target.
+      const created = await api.tool<LoopView>("loop_create", args, target === "current" ? session ?? undefined : undefined);
+      setPrompt("");
+      onCreated(created);
+    } catch (err: any) {
+      let field = fieldOfError(err, ["prompt", "schedule.expr", "schedule.tz", "schedule.every_seconds", "schedule.after_seconds", "session_id", "preset"],
+                               { cron_never_fires: "schedule.expr", invalid_cron: "schedule.expr", invalid_time_zone: "schedule.tz" });
+      if (field === "schedule.every_seconds" || field === "schedule.after_seconds") field = "schedule.seconds";
+      setErrors({ field, message: err?.message ?? String(err) });
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  const fieldError = (f: string) => {
+    const message = errors?.field === f ? errors.message : f === cron.error?.field && kind === "cron" ? cron.error.message : null;
+    return message ? <span class="error-text" id={`err-${f.replace(".", "-")}`} role="alert">{message}</span> : null;
+  };
+  const invalid = (f: string) => errors?.field === f || (kind === "cron" && cron.error?.field === f);
+  const describedBy = (f: string) => (invalid(f) ? `err-${f.replace(".", "-")}` : undefined);
+
+  return (
+    <form class="loop-form" onSubmit={submit} aria-labelledby="loop-form-title">
+      <h2 id="loop-form-title">New loop</h2>
+      <label>
+        Prompt
+        <textarea rows={2} value={prompt} aria-invalid={invalid("prompt")} aria-describedby={describedBy("prompt")}
+                  onInput={(e) => setPrompt((e.target as HTMLTextAreaElement).value)} />
+      </label>
+      {fieldError("prompt")}
+      <fieldset>
+        <legend>Schedule</legend>
+        <div class="choices" role="radiogroup" aria-label="Schedule kind">
+          {([["every", "Every"], ["after", "Once, after"], ["cron", "Cron rule"]] as [Kind, string][]).map(([k, label]) => (
+            <label key={k} class="choice">
+              <input type="radio" name="kind" value={k} checked={kind === k} onChange={() => setKind(k)} /> {label}
+            </label>
+          ))}
+        </div>
+        {kind !== "cron" ? (
+          <div class="row">
+            <label>
+              Amount
+              <input type="number" min="1" step="any" value={amount} aria-invalid={invalid("schedule.seconds")}
+                     aria-describedby={describedBy("schedule.seconds")}
+                     onInput={(e) => setAmount((e.target as HTMLInputElement).value)} />
+            </label>
+            <label>
+              Unit
+              <select value={unit} onChange={(e) => setUnit((e.target as HTMLSelectElement).value)}>
+                {UNITS.map((u) => <option key={u.name} value={u.name}>{u.name}</option>)}
+              </select>
+            </label>
+          </div>
+        ) : (
+          <>
+            <div class="row">
+              <label>
+                Cron expression
+                <input type="text" class="mono" value={expr} aria-invalid={invalid("schedule.expr")}
+                       aria-describedby={describedBy("schedule.expr")}
+                       onInput={(e) => setExpr((e.target as HTMLInputElement).value)} />
+              </label>
+              <label>
+                Time zone
+                <input type="text" list="zones" value={tz} aria-invalid={invalid("schedule.tz")}
+                       aria-describedby={describedBy("schedule.tz")}
+                       onInput={(e) => setTz((e.target as HTMLInputElement).value)} />
+                <datalist id="zones">{ZONES.map((z) => <option key={z} value={z} />)}</datalist>
+              </label>
+            </div>
+            {fieldError("schedule.expr")}
+            {fieldError("schedule.tz")}
+            {!cron.error && cron.description && (
+              <div class="cron-preview" aria-live="polite" data-testid="cron-preview">
+                <p>{cron.description}</p>
+                <p class="muted">Next runs:</p>
+                <ol>{cron.next?.map((t) => <li key={t}><time dateTime={t}>{t.replace("T", " ")}</time></li>)}</ol>
+              </div>
+            )}
+          </>
+        )}
+        {fieldError("schedule.seconds")}
+      </fieldset>
+      <fieldset>
+        <legend>Deliver to</legend>
+        <div class="choices">
+          {session && (
+            <label class="choice">
+              <input type="radio" name="target" checked={target === "current"} onChange={() => setTarget("current")} /> This session
+            </label>
+          )}
+          {host.global_session_id && (
+            <label class="choice">
+              <input type="radio" name="target" checked={target === "self"} onChange={() => setTarget("self")} /> Global interface
+            </label>
+          )}
+          <label class="choice">
+            <input type="radio" name="target" checked={target === "new"} onChange={() => setTarget("new")} /> Fresh session each run
+          </label>
+          <label class="choice">
+            <input type="radio" name="target" checked={target === "existing"} onChange={() => setTarget("existing")} /> An existing session
+          </label>
+        </div>
+        {target === "existing" && (
+          <div class="row">
+            <label>
+              Find a session
+              <input type="search" value={search} onInput={(e) => setSearch((e.target as HTMLInputElement).value)} />
+            </label>
+            <label>
+              Session
+              <select size={5} value={existing} aria-invalid={invalid("session_id")} aria-describedby={describedBy("session_id")}
+                      onChange={(e) => setExisting((e.target as HTMLSelectElement).value)}>
+                {matches.map((s) => <option key={s.session_id} value={s.session_id}>{s.title || s.session_id}</option>)}
+              </select>
+            </label>
+          </div>
+        )}
+        {fieldError("session_id")}
+        {target === "new" && (
+          <label>
+            Preset
+            <select value={preset} aria-invalid={invalid("preset")} onChange={(e) => setPreset((e.target as HTMLSelectElement).value)}>
+              <option value="">inherited (default)</option>
+              {host.presets.map((p) => <option key={p} value={p}>{p}</option>)}
+            </select>
+          </label>
+        )}
+        {fieldError("preset")}
+      </fieldset>
+      {errors && !errors.field && <p class="error-text" role="alert">{errors.message}</p>}
+      <div class="dialog-actions">
+        <button type="submit" disabled={busy}>Create loop</button>
+      </div>
+    </form>
+  );
+}

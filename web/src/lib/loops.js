@@ -1,0 +1,121 @@
+// The automation panel's and the composer's words for loops (spec 000 §4, §8):
+// derived from a LoopView and the clock only, never from replaying events.
+
+/** @typedef {{kind: "every", every_seconds: number} | {kind: "after", after_seconds: number} | {kind: "cron", expr: string, tz?: string}} LoopSchedule */
+/**
+ * @typedef {{loop_id: string, prompt: string, schedule: LoopSchedule, session_id: string,
+ *   created_by_session_id?: string, created_at: number, next_at?: number, last_run_at?: number,
+ *   last_result?: "delivered" | "failed", last_error?: string,
+ *   state: "scheduled" | "running" | "overdue" | "completed" | "failed"}} LoopView
+ */
+
+export const UNITS = [
+  { name: "seconds", short: "s", seconds: 1 },
+  { name: "minutes", short: "min", seconds: 60 },
+  { name: "hours", short: "h", seconds: 3600 },
+  { name: "days", short: "d", seconds: 86400 },
+];
+
+/**
+ * "5 min", "2 h", "90 s": the largest unit that divides the duration.
+ * @param {number} seconds
+ */
+export function durationWords(seconds) {
+  for (const u of [...UNITS].reverse()) {
+    if (seconds >= u.seconds && seconds % u.seconds === 0) {
+      const n = seconds / u.seconds;
+      return u.name === "days" ? `${n} ${n === 1 ? "day" : "days"}` : `${n} ${u.short}`;
+    }
+  }
+  return `${seconds} s`;
+}
+
+/**
+ * The largest unit that divides `seconds`, for editing: {amount, unit}.
+ * @param {number} seconds
+ */
+export function splitDuration(seconds) {
+  for (const u of [...UNITS].reverse()) {
+    if (seconds >= u.seconds && seconds % u.seconds === 0) return { amount: seconds / u.seconds, unit: u.name };
+  }
+  return { amount: seconds, unit: "seconds" };
+}
+
+/**
+ * Seconds from an amount in a unit; NaN when the amount is not a number.
+ * @param {string | number} amount
+ * @param {string} unit
+ */
+export function toSeconds(amount, unit) {
+  const u = UNITS.find((x) => x.name === unit) ?? UNITS[0];
+  const n = Number(String(amount).trim());
+  return String(amount).trim() === "" ? NaN : n * u.seconds;
+}
+
+/**
+ * The schedule in words. A cron rule needs its English description from the
+ * host (GET /api/cron/preview); without it the expression is shown.
+ * @param {LoopSchedule} s
+ * @param {string | undefined} cronDescription
+ */
+export function scheduleWords(s, cronDescription) {
+  switch (s.kind) {
+    case "every":
+      return `every ${durationWords(s.every_seconds)}`;
+    case "after":
+      return `once, after ${durationWords(s.after_seconds)}`;
+    case "cron":
+      return `${cronDescription ?? `cron ${s.expr}`} (${s.tz ?? "the host's zone"})`;
+    default:
+      return "unknown schedule";
+  }
+}
+
+/**
+ * "in 4 min 3 s", "in 2 h 5 min", "in 3 days 0 h", "now", "5 s ago".
+ * @param {number} nextAt Unix ms
+ * @param {number} now Unix ms
+ */
+export function countdown(nextAt, now) {
+  const ms = nextAt - now;
+  const s = Math.round(Math.abs(ms) / 1000);
+  let text;
+  if (s < 60) text = `${s} s`;
+  else if (s < 3600) text = `${Math.floor(s / 60)} min ${s % 60} s`;
+  else if (s < 86400) text = `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+  else {
+    const d = Math.floor(s / 86400);
+    text = `${d} ${d === 1 ? "day" : "days"} ${Math.floor((s % 86400) / 3600)} h`;
+  }
+  if (s === 0) return "now";
+  return ms > 0 ? `in ${text}` : `${text} ago`;
+}
+
+/**
+ * Where a loop delivers, for people: the global interface, a fresh session
+ * each run, or a session by its durable title (its id when it has none).
+ * @param {string} target LoopView.session_id
+ * @param {Map<string, string | undefined>} titles session id -> title
+ */
+export function targetWords(target, titles) {
+  if (target === "self") return "Global interface";
+  if (target === "new") return "Fresh session each run";
+  return titles.get(target) || target;
+}
+
+/**
+ * The composer's compact status of one session's loops.
+ * @param {LoopView[]} loops
+ * @returns {{count: number, nextAt: number | null, overdue: number, failed: number}}
+ */
+export function loopSummary(loops) {
+  let nextAt = null;
+  let overdue = 0;
+  let failed = 0;
+  for (const l of loops) {
+    if (l.next_at !== undefined && (nextAt === null || l.next_at < nextAt)) nextAt = l.next_at;
+    if (l.state === "overdue") overdue++;
+    if (l.state === "failed") failed++;
+  }
+  return { count: loops.length, nextAt, overdue, failed };
+}

@@ -156,3 +156,20 @@ test("a receipt stays when the turn after it fails", async () => {
   await assertNoDuplicates(page);
   await page.context().close();
 });
+
+test("the composer lists the session's active reminders as session-local, next to its loops", async () => {
+  const { session } = await host.api("POST", "/api/sessions", {});
+  const page = await open(session.id);
+  await host.api("POST", `/api/sessions/${session.id}/messages`, { message: "hello" });
+  await page.getByText("echo: hello").waitFor();
+  const status = page.getByRole("status", { name: "Loops" });
+  await status.getByText("No loops").waitFor();
+  await host.tool("schedule_create", { prompt: "stretch your legs", after_seconds: 3600 }, session.id);
+  // Live: the reminder's create event reaches the change feed.
+  await status.getByText("1 reminder").waitFor();
+  assert.match(await status.innerText(), /session-local/);
+  assert.match(await status.innerText(), /next in 59 min 5\d s|next in 1 h 0 min/);
+  await host.tool("schedule_delete", { id: "schedule-1" }, session.id);
+  await status.getByText("1 reminder").waitFor({ state: "detached" });
+  await page.context().close();
+});

@@ -16,14 +16,10 @@
 // and, in the same run, the load of a bare static page served by the same
 // host (the sign-in page) as the peer. Prints medians; asserts nothing.
 import { Host, launch, token } from "../../tests/browser/harness.mjs";
+import { arg, bareLoad, median, signedInPage } from "./common.mjs";
 
-const arg = (name, fallback) => {
-  const i = process.argv.indexOf(name);
-  return i >= 0 ? Number(process.argv[i + 1]) : fallback;
-};
 const loops = arg("--loops", 10000);
 const runs = arg("--runs", 5);
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const rules = ["0 9 * * *", "30 9 * * 1-5", "0 */2 * * *", "15 8 1 * *", "0 0 * * 0", "45 17 * * 5", "0 12 * * *",
   "5 4 * * *", "0 6 1 1 *", "*/30 * * * *"];
 
@@ -56,9 +52,7 @@ try {
   const longTasks = [];
   const bare = [];
   for (let r = 0; r < runs; r++) {
-    const context = await browser.newContext({ viewport: { width: 1200, height: 800 } });
-    await context.addCookies([{ name: "dsh_token", value: token, url: host.url }]);
-    const page = await context.newPage();
+    const { context, page } = await signedInPage(browser, host);
     let start = Date.now();
     await page.goto(`${host.url}/#/automation`, { waitUntil: "commit" });
     await page.locator("ul.loops > li").first().waitFor();
@@ -90,13 +84,7 @@ try {
       ),
     );
 
-    const peer = await browser.newContext();
-    const plain = await peer.newPage();
-    start = Date.now();
-    await plain.goto(host.url + "/", { waitUntil: "load" });
-    await plain.getByText("Open the URL printed by").waitFor();
-    bare.push(Date.now() - start);
-    await peer.close();
+    bare.push(await bareLoad(browser, host));
     await context.close();
   }
   console.log(

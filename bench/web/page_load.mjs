@@ -10,16 +10,12 @@
 //   - last block in view: the session's newest block is visible;
 // and, in the same run, the load of a bare static page served by the same
 // host (the sign-in page) as the peer. Prints medians; asserts nothing.
-import { Host, launch, token } from "../../tests/browser/harness.mjs";
+import { Host, launch } from "../../tests/browser/harness.mjs";
+import { arg, bareLoad, median, signedInPage } from "./common.mjs";
 
-const arg = (name, fallback) => {
-  const i = process.argv.indexOf(name);
-  return i >= 0 ? Number(process.argv[i + 1]) : fallback;
-};
 const sessions = arg("--sessions", 1000);
 const events = arg("--events", 10000);
 const runs = arg("--runs", 5);
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 const host = await Host.start();
 const browser = await launch();
@@ -58,22 +54,14 @@ try {
   const firstRender = [];
   const bare = [];
   for (let r = 0; r < runs; r++) {
-    const context = await browser.newContext({ viewport: { width: 1200, height: 800 } });
-    await context.addCookies([{ name: "dsh_token", value: token, url: host.url }]);
-    const page = await context.newPage();
-    let start = Date.now();
+    const { context, page } = await signedInPage(browser, host);
+    const start = Date.now();
     await page.goto(`${host.url}/#/s/${big}`, { waitUntil: "commit" });
     await page.locator(".session-list .session").first().waitFor();
     firstRender.push(Date.now() - start);
     await page.locator(`[data-seq="${lastBlock.seq}"]`).waitFor({ state: "visible" });
     app.push(Date.now() - start);
-    const peer = await browser.newContext();
-    const plain = await peer.newPage();
-    start = Date.now();
-    await plain.goto(host.url + "/", { waitUntil: "load" });
-    await plain.getByText("Open the URL printed by").waitFor();
-    bare.push(Date.now() - start);
-    await peer.close();
+    bare.push(await bareLoad(browser, host));
     await context.close();
   }
   console.log(

@@ -97,7 +97,10 @@ std::string IdHint(const char* what) { return std::string(what) + ": use " + kId
 const Spec& RootSpec() {
   static const Spec* spec = new Spec(Map({
       {"server", Map({{"host", Str({}, "a host name or IP address")}, {"port", Int(0, 65535)}})},
-      {"storage", Map({{"synchronous", Str({"full", "normal"}, "full or normal")}})},
+      {"storage", Map({{"synchronous", Str({"full", "normal"}, "full or normal")},
+                       {"backend", Str({"sqlite", "postgres"}, "sqlite or postgres")},
+                       {"url", Matching("(postgres|postgresql)://.*|.*=.*",
+                                        "a PostgreSQL URL (postgresql://user@host:port/db) or libpq key=value string")}})},
       {"log", Map({{"level", Str({"trace", "debug", "info", "warn", "error", "off"},
                                  "one of trace, debug, info, warn, error, off")}})},
       {"model", Matching("[a-z0-9_-]+/.+", "provider/model (say deepseek/deepseek-chat)")},
@@ -282,6 +285,8 @@ Config Decode(const YAML::Node& root) {
   }
   if (auto s = root["storage"]; s && s.IsMap()) {
     if (s["synchronous"]) c.storage.synchronous_full = s["synchronous"].as<std::string>() == "full";
+    if (s["backend"]) c.storage.postgres = s["backend"].as<std::string>() == "postgres";
+    if (s["url"]) c.storage.url = s["url"].as<std::string>();
   }
   if (auto s = root["log"]; s && s.IsMap()) {
     if (s["level"]) c.log.level = s["level"].as<std::string>();

@@ -18,7 +18,9 @@ struct Config {
     int port = 7433;
   } server;
   struct Storage {
-    bool synchronous_full = true;  // storage.synchronous: full | normal
+    bool synchronous_full = true;  // storage.synchronous: full | normal (SQLite)
+    bool postgres = false;         // storage.backend: sqlite | postgres
+    std::string url;               // storage.url: PostgreSQL's; DSH_DATABASE_URL wins over it
   } storage;
   struct Log {
     std::string level = "info";

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "base/testing/temp_dir.h"
+#include "host/host.h"
 
 namespace dsh::host {
 namespace {
@@ -70,6 +71,8 @@ TEST(Config, ABadValueNamesTheFileAndTheKey) {
       {"server:\n  port: abc\n", "`server.port` must be an integer"},
       {"server:\n  port: 1.5\n", "`server.port` must be an integer"},
       {"storage:\n  synchronous: off\n", "`storage.synchronous` must be full or normal"},
+      {"storage:\n  backend: mysql\n", "`storage.backend` must be sqlite or postgres"},
+      {"storage:\n  url: /var/db\n", "`storage.url` must be a PostgreSQL URL"},
       {"server: 5\n", "`server` must be a mapping"},
       {"log:\n  level: [a]\n", "`log.level` must be one of"},
       {"- a\n- b\n", "`(top level)` must be a mapping"},
@@ -82,6 +85,38 @@ TEST(Config, ABadValueNamesTheFileAndTheKey) {
     EXPECT_NE(r.status().message().find(c.expected), std::string::npos) << r.status().message();
     EXPECT_EQ(r.status().message().rfind("x.yml: ", 0), 0u) << r.status().message();
   }
+}
+
+TEST(DatabaseFactory, SqliteByDefaultPostgresByConfigOrEnvironment) {
+  dsh::testing::TempDir dir;
+  auto profile = Profile::Open(dir.path().string());
+  ASSERT_TRUE(profile.ok());
+  auto no_env = [](const std::string&) -> std::optional<std::string> { return std::nullopt; };
+  auto sqlite = DatabaseFactory(Config{}, *profile, no_env);
+  ASSERT_TRUE(sqlite.ok()) << sqlite.status().ToString();
+  EXPECT_EQ((*sqlite)->Describe(), "sqlite " + profile->database_path());
+
+  auto pg = ParseConfigText("x.yml", "storage:\n  backend: postgres\n  url: postgresql://dsh:pw@db1:5432/dsh\n");
+  ASSERT_TRUE(pg.ok()) << pg.status().ToString();
+  auto configured = DatabaseFactory(*pg, *profile, no_env);
+  ASSERT_TRUE(configured.ok()) << configured.status().ToString();
+  EXPECT_EQ((*configured)->Describe(), "postgres db1:5432/dsh as dsh");
+
+  auto env = [](const std::string& name) -> std::optional<std::string> {
+    if (name == "DSH_DATABASE_URL") return "postgresql://ops@db2/prod";
+    return std::nullopt;
+  };
+  auto from_env = DatabaseFactory(*pg, *profile, env);
+  ASSERT_TRUE(from_env.ok());
+  EXPECT_EQ((*from_env)->Describe(), "postgres db2/prod as ops") << "DSH_DATABASE_URL wins";
+  EXPECT_EQ((*DatabaseFactory(Config{}, *profile, env))->Describe(), "postgres db2/prod as ops");
+
+  auto no_url = ParseConfigText("x.yml", "storage:\n  backend: postgres\n");
+  ASSERT_TRUE(no_url.ok());
+  EXPECT_EQ(DatabaseFactory(*no_url, *profile, no_env).status().code(), "invalid_config");
+  auto url_for_sqlite = ParseConfigText("x.yml", "storage:\n  url: postgresql://db1/dsh\n");
+  ASSERT_TRUE(url_for_sqlite.ok());
+  EXPECT_EQ(DatabaseFactory(*url_for_sqlite, *profile, no_env).status().code(), "invalid_config");
 }
 
 TEST(Config, AMissingPatchFileIsAnError) {

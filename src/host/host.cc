@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "base/ids.h"
+#include "store/pg_connection.h"
 #include "store/sqlite_connection.h"
 #include "time/time_zone.h"
 
@@ -17,6 +18,27 @@ std::vector<store::Migration> Host::AllMigrations() {
   return all;
 }
 
+Result<std::unique_ptr<store::ConnectionFactory>> DatabaseFactory(const Config& config, const Profile& profile,
+                                                                  const EnvLookup& env) {
+  std::optional<std::string> env_url = env("DSH_DATABASE_URL");
+  if (env_url && env_url->empty()) env_url.reset();
+  if (env_url || config.storage.postgres) {
+    std::string url = env_url ? *env_url : config.storage.url;
+    if (url.empty()) {
+      return Status(codes::kInvalidConfig,
+                    "`storage.backend` is postgres but there is no `storage.url` and DSH_DATABASE_URL is unset");
+    }
+    return std::unique_ptr<store::ConnectionFactory>(std::make_unique<store::PgConnectionFactory>(store::PgOptions{url}));
+  }
+  if (!config.storage.url.empty()) {
+    return Status(codes::kInvalidConfig, "`storage.url` is for `storage.backend: postgres`; the backend is sqlite");
+  }
+  store::SqliteOptions sqlite{.path = profile.database_path()};
+  sqlite.synchronous =
+      config.storage.synchronous_full ? store::SqliteOptions::Synchronous::kFull : store::SqliteOptions::Synchronous::kNormal;
+  return std::unique_ptr<store::ConnectionFactory>(std::make_unique<store::SqliteConnectionFactory>(sqlite));
+}
+
 Result<std::unique_ptr<Host>> Host::Open(const HostOptions& options) {
   DSH_ASSIGN_OR_RETURN(Profile profile, Profile::Open(options.home));
   std::vector<ConfigFile> files = {{profile.config_path(), /*optional=*/true}};
@@ -25,13 +47,11 @@ Result<std::unique_ptr<Host>> Host::Open(const HostOptions& options) {
   std::unique_ptr<Host> host(new Host(std::move(profile), std::move(config), options.clock ? options.clock : &RealClock()));
   DSH_ASSIGN_OR_RETURN(host->models_, ModelRoutes::Build(host->config_, options.env ? options.env : ProcessEnv(),
                                                          ModelRoutes::DefaultFactories()));
-  store::SqliteOptions sqlite{.path = host->profile_.database_path()};
-  sqlite.synchronous =
-      host->config_.storage.synchronous_full ? store::SqliteOptions::Synchronous::kFull : store::SqliteOptions::Synchronous::kNormal;
+  DSH_ASSIGN_OR_RETURN(std::unique_ptr<store::ConnectionFactory> factory,
+                       DatabaseFactory(host->config_, host->profile_, options.env ? options.env : ProcessEnv()));
   std::vector<store::Migration> migrations = AllMigrations();
   for (const auto& m : options.plugin_migrations) migrations.push_back(m);
-  DSH_ASSIGN_OR_RETURN(host->db_, store::Database::Open(std::make_unique<store::SqliteConnectionFactory>(sqlite),
-                                                         std::move(migrations)));
+  DSH_ASSIGN_OR_RETURN(host->db_, store::Database::Open(std::move(factory), std::move(migrations)));
   host->sessions_ = std::make_unique<session::SessionStore>(*host->db_, *host->clock_, &host->events_);
 
   agent::AgentManagerOptions agent_options;

@@ -24,6 +24,13 @@
 
 namespace dsh::host {
 
+// The profile's database (docs/STORAGE.md): PostgreSQL when
+// DSH_DATABASE_URL is set (its URL) or `storage.backend` is postgres (with
+// `storage.url`), else SQLite in the profile's home. `invalid_config` for a
+// postgres backend without a URL, or a URL with the sqlite backend.
+Result<std::unique_ptr<store::ConnectionFactory>> DatabaseFactory(const Config& config, const Profile& profile,
+                                                                  const EnvLookup& env);
+
 struct HostOptions {
   std::optional<std::string> home;   // --home
   std::vector<std::string> patches;  // --patch files, in order

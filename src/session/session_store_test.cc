@@ -7,14 +7,14 @@
 #include <thread>
 
 #include "base/testing/temp_dir.h"
-#include "store/sqlite_connection.h"
+#include "store/testing/test_backend.h"
 
 namespace dsh::session {
 namespace {
 
 using namespace std::chrono_literals;
 
-class SessionStoreTest : public ::testing::Test {
+class SessionStoreTest : public ::testing::TestWithParam<std::string> {
  protected:
   SessionStoreTest() {
     Reopen();
@@ -22,9 +22,7 @@ class SessionStoreTest : public ::testing::Test {
   void Reopen() {
     store_.reset();
     db_.reset();
-    auto db = store::Database::Open(
-        std::make_unique<store::SqliteConnectionFactory>(store::SqliteOptions{.path = dir_.File("dsh.db")}),
-        SessionStore::Migrations());
+    auto db = store::Database::Open(backend_.Factory(), SessionStore::Migrations());
     EXPECT_TRUE(db.ok()) << db.status().ToString();
     db_ = std::move(db).value();
     store_ = std::make_unique<SessionStore>(*db_, clock_);
@@ -55,13 +53,15 @@ class SessionStoreTest : public ::testing::Test {
     return *h;
   }
 
-  dsh::testing::TempDir dir_;
+  store::testing::TestBackend backend_{GetParam()};  // outlives the database
   FakeClock clock_;
   std::unique_ptr<store::Database> db_;
   std::unique_ptr<SessionStore> store_;
 };
 
-TEST_F(SessionStoreTest, CreatesAHeaderWithEverythingTheCallerChose) {
+INSTANTIATE_TEST_SUITE_P(Backends, SessionStoreTest, store::testing::BackendNames(), store::testing::BackendTestName);
+
+TEST_P(SessionStoreTest, CreatesAHeaderWithEverythingTheCallerChose) {
   SessionHeader h = NewOne({.id = "s1",
                             .cwd = "/tmp",
                             .preset = "coder",
@@ -81,26 +81,26 @@ TEST_F(SessionStoreTest, CreatesAHeaderWithEverythingTheCallerChose) {
   EXPECT_FALSE(got->parent_id.has_value());
 }
 
-TEST_F(SessionStoreTest, GeneratesIdsAndRefusesDuplicates) {
+TEST_P(SessionStoreTest, GeneratesIdsAndRefusesDuplicates) {
   SessionHeader a = NewOne();
   EXPECT_EQ(a.id.rfind("ses_", 0), 0u);
   auto dup = store_->Create(NewSession{.id = a.id, .route = {"echo", "echo"}});
   EXPECT_EQ(dup.status().code(), "already_exists");
 }
 
-TEST_F(SessionStoreTest, StoresTheCanonicalTimeZoneAndRejectsUnknownOnes) {
+TEST_P(SessionStoreTest, StoresTheCanonicalTimeZoneAndRejectsUnknownOnes) {
   EXPECT_EQ(NewOne({.time_zone = "US/Eastern"}).time_zone, "America/New_York");
   auto bad = store_->Create(NewSession{.route = {"echo", "echo"}, .time_zone = "CST"});
   EXPECT_EQ(bad.status().code(), "invalid_time_zone");
   EXPECT_EQ(store_->ListRecent(10)->size(), 1u);
 }
 
-TEST_F(SessionStoreTest, RejectsAHeaderWithoutModelRoute) {
+TEST_P(SessionStoreTest, RejectsAHeaderWithoutModelRoute) {
   auto r = store_->Create(NewSession{});
   EXPECT_EQ(r.status().code(), "invalid_arguments");
 }
 
-TEST_F(SessionStoreTest, AppendAssignsConsecutiveSeqsAndUpdatesUpdatedAt) {
+TEST_P(SessionStoreTest, AppendAssignsConsecutiveSeqsAndUpdatesUpdatedAt) {
   SessionHeader h = NewOne();
   clock_.Advance(5s);
   auto first = store_->Append(h.id, {{"message/user", {{"text", "hi"}}}});
@@ -117,7 +117,7 @@ TEST_F(SessionStoreTest, AppendAssignsConsecutiveSeqsAndUpdatesUpdatedAt) {
   EXPECT_EQ(got->updated_at, (*more)[1].at);
 }
 
-TEST_F(SessionStoreTest, UpdatedAtNeverMovesBackWhenTheWallClockDoes) {
+TEST_P(SessionStoreTest, UpdatedAtNeverMovesBackWhenTheWallClockDoes) {
   SessionHeader h = NewOne();
   ASSERT_TRUE(store_->Append(h.id, {{"x/y", {}}}).ok());
   int64_t before = store_->Get(h.id)->updated_at;
@@ -126,13 +126,13 @@ TEST_F(SessionStoreTest, UpdatedAtNeverMovesBackWhenTheWallClockDoes) {
   EXPECT_EQ(store_->Get(h.id)->updated_at, before);
 }
 
-TEST_F(SessionStoreTest, AppendToAnUnknownSessionIsNotFoundAndWritesNothing) {
+TEST_P(SessionStoreTest, AppendToAnUnknownSessionIsNotFoundAndWritesNothing) {
   auto r = store_->Append("nope", {{"x/y", {}}});
   EXPECT_EQ(r.status().code(), "not_found");
   EXPECT_NE(r.status().message().find("nope"), std::string::npos);
 }
 
-TEST_F(SessionStoreTest, RejectsBadEventsWithoutWritingAny) {
+TEST_P(SessionStoreTest, RejectsBadEventsWithoutWritingAny) {
   SessionHeader h = NewOne();
   EXPECT_EQ(store_->Append(h.id, {}).status().code(), "invalid_arguments");
   EXPECT_EQ(store_->Append(h.id, {{"", {}}}).status().code(), "invalid_arguments");
@@ -141,7 +141,7 @@ TEST_F(SessionStoreTest, RejectsBadEventsWithoutWritingAny) {
   EXPECT_EQ(store_->Get(h.id)->last_seq, 0);
 }
 
-TEST_F(SessionStoreTest, FailedAppendsInABatchLeaveTheOthersIntact) {
+TEST_P(SessionStoreTest, FailedAppendsInABatchLeaveTheOthersIntact) {
   SessionHeader a = NewOne();
   SessionHeader b = NewOne();
   // Hold the writer so the appends below share one transaction.
@@ -176,7 +176,7 @@ TEST_F(SessionStoreTest, FailedAppendsInABatchLeaveTheOthersIntact) {
   EXPECT_FALSE(store_->ReadTitles({b.id})->at(b.id).user.has_value());
 }
 
-TEST_F(SessionStoreTest, ReadsAWindowBySeq) {
+TEST_P(SessionStoreTest, ReadsAWindowBySeq) {
   SessionHeader h = NewOne();
   for (int i = 0; i < 10; ++i) ASSERT_TRUE(store_->Append(h.id, {{"x/y", {{"i", i}}}}).ok());
   auto w = store_->ReadEvents(h.id, 3, 4);
@@ -189,7 +189,7 @@ TEST_F(SessionStoreTest, ReadsAWindowBySeq) {
   EXPECT_EQ(store_->ReadEvents("nope", 0, 5).status().code(), "not_found");
 }
 
-TEST_F(SessionStoreTest, EventsSurviveReopening) {
+TEST_P(SessionStoreTest, EventsSurviveReopening) {
   SessionHeader h = NewOne();
   ASSERT_TRUE(store_->Append(h.id, {{"message/user", {{"text", "persist me"}}}}).ok());
   Reopen();
@@ -199,7 +199,7 @@ TEST_F(SessionStoreTest, EventsSurviveReopening) {
   EXPECT_EQ((*w)[0].data["text"], "persist me");
 }
 
-TEST_F(SessionStoreTest, ListsByUpdatedAtDescendingWithTiesById) {
+TEST_P(SessionStoreTest, ListsByUpdatedAtDescendingWithTiesById) {
   SessionHeader a = NewOne({.id = "b"});
   SessionHeader b = NewOne({.id = "a"});  // same created_at as "b": tie broken by id
   clock_.Advance(1s);
@@ -215,7 +215,7 @@ TEST_F(SessionStoreTest, ListsByUpdatedAtDescendingWithTiesById) {
   EXPECT_EQ(store_->ListRecent(0).status().code(), "invalid_arguments");
 }
 
-TEST_F(SessionStoreTest, ForkCopiesThePrefixAndRecordsTheSeed) {
+TEST_P(SessionStoreTest, ForkCopiesThePrefixAndRecordsTheSeed) {
   SessionHeader p = NewOne({.preset = "p"});
   ASSERT_TRUE(store_->Append(p.id, {{"message/user", {{"text", "one"}}}, {"title/fallback", {{"title", "one"}}},
                                     {"message/assistant", {{"text", "two"}}}})
@@ -236,7 +236,7 @@ TEST_F(SessionStoreTest, ForkCopiesThePrefixAndRecordsTheSeed) {
   EXPECT_EQ(store_->Fork("nope", 0, NewSession{.route = p.route}).status().code(), "not_found");
 }
 
-TEST_F(SessionStoreTest, ForkAsyncAnswersLikeFork) {
+TEST_P(SessionStoreTest, ForkAsyncAnswersLikeFork) {
   SessionHeader p = NewOne({.preset = "p"});
   ASSERT_TRUE(
       store_->Append(p.id, {{"message/user", {{"text", "one"}}}, {"message/user", {{"text", "two"}}}}).ok());
@@ -256,7 +256,7 @@ TEST_F(SessionStoreTest, ForkAsyncAnswersLikeFork) {
   EXPECT_EQ(fork("nope", 0).status().code(), "not_found");
 }
 
-TEST_F(SessionStoreTest, CreateWithCommitsTheExtraWorkWithTheSessionOrNeither) {
+TEST_P(SessionStoreTest, CreateWithCommitsTheExtraWorkWithTheSessionOrNeither) {
   auto create = [&](NewSession s, SessionStore::CreateAlsoFn also) {
     std::promise<Result<SessionHeader>> p;
     store_->CreateWithAsync(std::move(s), std::move(also), [&](Result<SessionHeader> r) { p.set_value(std::move(r)); });
@@ -277,7 +277,7 @@ TEST_F(SessionStoreTest, CreateWithCommitsTheExtraWorkWithTheSessionOrNeither) {
   EXPECT_TRUE(store_->Get("kept").ok());
 }
 
-TEST_F(SessionStoreTest, TitlePrecedenceIsUserThenGeneratedThenFallback) {
+TEST_P(SessionStoreTest, TitlePrecedenceIsUserThenGeneratedThenFallback) {
   SessionHeader h = NewOne();
   auto title = [&] { return store_->ReadTitles({h.id})->at(h.id).Effective(); };
   EXPECT_EQ(title(), std::nullopt);
@@ -291,7 +291,7 @@ TEST_F(SessionStoreTest, TitlePrecedenceIsUserThenGeneratedThenFallback) {
   EXPECT_EQ(title(), "renamed again");
 }
 
-TEST_F(SessionStoreTest, ReadsTitlesOfManySessionsInOneCall) {
+TEST_P(SessionStoreTest, ReadsTitlesOfManySessionsInOneCall) {
   std::vector<std::string> ids;
   for (int i = 0; i < 600; ++i) {
     SessionHeader h = NewOne();
@@ -310,7 +310,7 @@ TEST_F(SessionStoreTest, ReadsTitlesOfManySessionsInOneCall) {
   EXPECT_EQ(titles->count("unknown"), 0u);
 }
 
-TEST_F(SessionStoreTest, ACorruptStoredEventIsAClearErrorNamingSessionAndSeq) {
+TEST_P(SessionStoreTest, ACorruptStoredEventIsAClearErrorNamingSessionAndSeq) {
   SessionHeader h = NewOne();
   ASSERT_TRUE(store_->Append(h.id, {{"x/y", {}}, {"x/y", {}}}).ok());
   Tamper("UPDATE events_recent SET data = '{broken' WHERE seq = 2", h.id);
@@ -321,7 +321,7 @@ TEST_F(SessionStoreTest, ACorruptStoredEventIsAClearErrorNamingSessionAndSeq) {
   EXPECT_TRUE(store_->ReadEvents(h.id, 0, 1).ok());  // the window before it still reads
 }
 
-TEST_F(SessionStoreTest, ACorruptCompactedEventIsAlsoAClearError) {
+TEST_P(SessionStoreTest, ACorruptCompactedEventIsAlsoAClearError) {
   SessionHeader h = NewOne();
   ASSERT_TRUE(store_->Append(h.id, {{"x/y", {}}, {"x/y", {}}}).ok());
   ASSERT_EQ(*store_->Compact(100), 2);
@@ -331,7 +331,7 @@ TEST_F(SessionStoreTest, ACorruptCompactedEventIsAlsoAClearError) {
   EXPECT_NE(r.status().message().find("seq 1"), std::string::npos);
 }
 
-TEST_F(SessionStoreTest, ReadsAreTheSameBeforeDuringAndAfterCompaction) {
+TEST_P(SessionStoreTest, ReadsAreTheSameBeforeDuringAndAfterCompaction) {
   std::vector<std::string> ids = {NewOne().id, NewOne().id, NewOne().id};
   for (int i = 0; i < 30; ++i) {
     for (size_t s = 0; s < ids.size(); ++s) {
@@ -362,7 +362,7 @@ TEST_F(SessionStoreTest, ReadsAreTheSameBeforeDuringAndAfterCompaction) {
   EXPECT_EQ(store_->ReadEvents(ids[0], 29, 10)->size(), 2u);
 }
 
-TEST_F(SessionStoreTest, AnEventMissingFromTheLogIsAClearErrorNamingSessionAndSeq) {
+TEST_P(SessionStoreTest, AnEventMissingFromTheLogIsAClearErrorNamingSessionAndSeq) {
   SessionHeader h = NewOne(), other = NewOne();
   for (int i = 0; i < 4; ++i) {
     ASSERT_TRUE(store_->Append(h.id, {{"x/y", {}}}).ok());
@@ -376,7 +376,7 @@ TEST_F(SessionStoreTest, AnEventMissingFromTheLogIsAClearErrorNamingSessionAndSe
   EXPECT_EQ(store_->ReadEvents(other.id, 0, 10)->size(), 4u);
 }
 
-TEST_F(SessionStoreTest, ReadsWindowsOfALongRunOfRecentEventsInterleavedWithOthers) {
+TEST_P(SessionStoreTest, ReadsWindowsOfALongRunOfRecentEventsInterleavedWithOthers) {
   SessionHeader h = NewOne(), other = NewOne();
   for (int i = 0; i < 60; ++i) {
     ASSERT_TRUE(store_->Append(h.id, {{"x/y", {{"i", i}}}, {"x/y", {{"i", i}}}}).ok());
@@ -394,15 +394,14 @@ TEST_F(SessionStoreTest, ReadsWindowsOfALongRunOfRecentEventsInterleavedWithOthe
   }
 }
 
-TEST_F(SessionStoreTest, ASchemaVersion1DatabaseIsUpgradedWithItsEventsKept) {
+TEST_P(SessionStoreTest, ASchemaVersion1DatabaseIsUpgradedWithItsEventsKept) {
   store_.reset();
   db_.reset();
-  std::filesystem::remove(dir_.File("dsh.db"));
+  backend_.Recreate();
   {
     auto v1 = SessionStore::Migrations();
     v1.resize(1);
-    auto db = store::Database::Open(
-        std::make_unique<store::SqliteConnectionFactory>(store::SqliteOptions{.path = dir_.File("dsh.db")}), v1);
+    auto db = store::Database::Open(backend_.Factory(), v1);
     ASSERT_TRUE(db.ok()) << db.status().ToString();
     ASSERT_TRUE((*db)->WriteSync([](store::Tx& tx) -> Status {
       DSH_RETURN_IF_ERROR(tx.Exec("INSERT INTO sessions (num, id, created_at, updated_at, provider, model, time_zone, "
@@ -428,7 +427,7 @@ TEST_F(SessionStoreTest, ASchemaVersion1DatabaseIsUpgradedWithItsEventsKept) {
   }
 }
 
-TEST_F(SessionStoreTest, ForkCopiesEventsFromBothTables) {
+TEST_P(SessionStoreTest, ForkCopiesEventsFromBothTables) {
   SessionHeader p = NewOne();
   for (int i = 0; i < 6; ++i) ASSERT_TRUE(store_->Append(p.id, {{"x/y", {{"i", i}}}}).ok());
   ASSERT_EQ(*store_->Compact(3), 3);
@@ -439,7 +438,7 @@ TEST_F(SessionStoreTest, ForkCopiesEventsFromBothTables) {
   for (int i = 0; i < 5; ++i) EXPECT_EQ((*events)[i].data["i"], i);
 }
 
-TEST_F(SessionStoreTest, CompactsByItselfAfterEnoughAppends) {
+TEST_P(SessionStoreTest, CompactsByItselfAfterEnoughAppends) {
   SessionHeader h = NewOne();
   const size_t n = SessionStore::kCompactEvery + 10;
   for (size_t i = 0; i < n; ++i) ASSERT_TRUE(store_->Append(h.id, {{"x/y", {}}}).ok());
@@ -448,7 +447,7 @@ TEST_F(SessionStoreTest, CompactsByItselfAfterEnoughAppends) {
   EXPECT_EQ(store_->ReadEvents(h.id, 0, 100000)->size(), n);
 }
 
-TEST_F(SessionStoreTest, CompactsInSmallSlicesWhileTheWriterKeepsUp) {
+TEST_P(SessionStoreTest, CompactsInSmallSlicesWhileTheWriterKeepsUp) {
   SessionHeader h = NewOne();
   const size_t n = SessionStore::kCompactSlice + 10;
   for (size_t i = 0; i < n; ++i) ASSERT_TRUE(store_->Append(h.id, {{"x/y", {}}}).ok());
@@ -459,7 +458,7 @@ TEST_F(SessionStoreTest, CompactsInSmallSlicesWhileTheWriterKeepsUp) {
 
 // A slice stops before the estimated pages of `events` it writes (one per
 // session, plus bytes / 4096) exceed the budget; the first event always moves.
-TEST_F(SessionStoreTest, CompactionSlicesStayWithinTheirPageBudget) {
+TEST_P(SessionStoreTest, CompactionSlicesStayWithinTheirPageBudget) {
   std::vector<std::string> ids;
   for (int s = 0; s < 30; ++s) {
     ids.push_back(NewOne().id);
@@ -477,7 +476,7 @@ TEST_F(SessionStoreTest, CompactionSlicesStayWithinTheirPageBudget) {
   EXPECT_EQ(store_->ReadEvents(big.id, 0, 100)->size(), 10u);
 }
 
-TEST_F(SessionStoreTest, AsyncFormsCompleteAfterCommit) {
+TEST_P(SessionStoreTest, AsyncFormsCompleteAfterCommit) {
   SessionHeader h = NewOne();
   std::promise<Result<std::vector<Event>>> done;
   store_->AppendAsync(h.id, {{"x/y", {{"a", 1}}}}, [&](Result<std::vector<Event>> r) { done.set_value(std::move(r)); });
@@ -486,7 +485,7 @@ TEST_F(SessionStoreTest, AsyncFormsCompleteAfterCommit) {
   EXPECT_EQ(store_->Get(h.id)->last_seq, 1);
 }
 
-TEST_F(SessionStoreTest, ConcurrentAppendersGetDistinctContiguousSeqs) {
+TEST_P(SessionStoreTest, ConcurrentAppendersGetDistinctContiguousSeqs) {
   SessionHeader h = NewOne();
   constexpr int kThreads = 8, kEach = 50;
   std::vector<std::thread> threads;

@@ -89,8 +89,13 @@ class Connection : public Tx {
   // readings differ when rows were inserted, updated or deleted in between.
   virtual int64_t TotalChanges() = 0;
   // Whether a transaction is open; false once the backend has rolled one back
-  // by itself after an error (SQLite does so on a full disk or an I/O error).
+  // by itself after an error (SQLite does so on a full disk or an I/O error)
+  // or an error has aborted it (PostgreSQL).
   virtual bool InTransaction() = 0;
+  // Whether any failed statement aborts the open transaction (PostgreSQL),
+  // so that only a savepoint lets the transaction go on after an error;
+  // SQLite undoes the failed statement only.
+  virtual bool ErrorsAbortTransaction() const { return false; }
 };
 
 // Opens connections to one database. Thread-safe.

@@ -180,7 +180,9 @@ size_t Database::CommitBatch(Connection& conn, std::vector<Pending>& batch, size
     Pending& job = batch[end];
     // The transaction's first job needs no savepoint: if it fails, rolling
     // the transaction back undoes nothing else.
-    if (end == first || job.isolation == JobIsolation::kFailsBeforeWriting) {
+    // Where a failed statement aborts the transaction, a job that fails
+    // before writing needs its savepoint too.
+    if (end == first || (job.isolation == JobIsolation::kFailsBeforeWriting && !conn.ErrorsAbortTransaction())) {
       int64_t changes = conn.TotalChanges();
       results.push_back(RunJob(job.job, conn));
       const Status& st = results.back();

@@ -1,0 +1,361 @@
+#include "store/pg_connection.h"
+
+#include <fmt/format.h>
+#include <libpq-fe.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+namespace dsh::store {
+namespace {
+
+// The key of the advisory lock every write transaction holds ("dsh\1").
+constexpr int64_t kWriteLock = 0x64736801;
+
+// Parameter types, so that `? IS NULL` or `SELECT ?` need no cast.
+constexpr Oid kInt8 = 20;
+constexpr Oid kFloat8 = 701;
+constexpr Oid kText = 25;
+
+// One "connection lost" line per outage of a database, not one per request.
+std::atomic<bool> g_outage{false};
+
+struct ResultDeleter {
+  void operator()(PGresult* r) const { PQclear(r); }
+};
+using PgResult = std::unique_ptr<PGresult, ResultDeleter>;
+
+class PgRow final : public Row {
+ public:
+  PgRow(const PGresult* r, int row) : r_(r), row_(row) {}
+  int columns() const override { return PQnfields(r_); }
+  bool IsNull(int c) const override { return PQgetisnull(r_, row_, c) != 0; }
+  int64_t Int(int c) const override {
+    std::string_view t = Text(c);
+    if (t == "t") return 1;  // a boolean expression (SQLite gives 1/0)
+    if (t == "f") return 0;
+    int64_t v = 0;
+    auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    if (ec == std::errc() && end == t.data() + t.size()) return v;
+    return static_cast<int64_t>(std::strtod(std::string(t).c_str(), nullptr));  // NUMERIC of SUM/AVG
+  }
+  double Real(int c) const override { return std::strtod(std::string(Text(c)).c_str(), nullptr); }
+  std::string_view Text(int c) const override {
+    if (PQgetisnull(r_, row_, c)) return {};
+    return std::string_view(PQgetvalue(r_, row_, c), static_cast<size_t>(PQgetlength(r_, row_, c)));
+  }
+
+ private:
+  const PGresult* r_;
+  int row_;
+};
+
+class PgConnection final : public Connection {
+ public:
+  PgConnection(PGconn* conn, std::string describe) : conn_(conn), describe_(std::move(describe)) {}
+  ~PgConnection() override { PQfinish(conn_); }
+
+  Result<int64_t> Exec(std::string_view sql, std::span<const Value> params) override {
+    DSH_ASSIGN_OR_RETURN(PgResult r, Run(sql, params));
+    return Changed(r.get());
+  }
+
+  Result<int64_t> Insert(std::string_view sql, std::span<const Value> params) override {
+    DSH_RETURN_IF_ERROR(Exec(sql, params).status());
+    int64_t key = 0;
+    DSH_RETURN_IF_ERROR(Query("SELECT lastval()", std::span<const Value>(), [&](const Row& row) {
+      key = row.Int(0);
+      return Status::Ok();
+    }));
+    return key;
+  }
+
+  Status Query(std::string_view sql, std::span<const Value> params, const RowFn& on_row) override {
+    DSH_ASSIGN_OR_RETURN(PgResult r, Run(sql, params));
+    (void)Changed(r.get());  // INSERT ... RETURNING changes rows too
+    const int rows = PQntuples(r.get());
+    for (int i = 0; i < rows; ++i) {
+      PgRow row(r.get(), i);
+      DSH_RETURN_IF_ERROR(on_row(row));
+    }
+    return Status::Ok();
+  }
+
+  Status BeginWrite() override {
+    DSH_RETURN_IF_ERROR(Reconnect());
+    return Simple("BEGIN; SELECT pg_advisory_xact_lock(" + std::to_string(kWriteLock) + ")");
+  }
+  Status BeginRead() override {
+    DSH_RETURN_IF_ERROR(Reconnect());
+    return Simple("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+  }
+  Status Commit() override {
+    if (PQtransactionStatus(conn_) == PQTRANS_INERROR) {
+      (void)Simple("ROLLBACK");
+      return Status(codes::kStorage, "the transaction was aborted by an earlier error; nothing of it was saved");
+    }
+    PgResult r(PQexec(conn_, "COMMIT"));
+    if (PQresultStatus(r.get()) == PGRES_COMMAND_OK) {
+      // PostgreSQL answers a COMMIT of a failed transaction with ROLLBACK.
+      if (std::strcmp(PQcmdStatus(r.get()), "ROLLBACK") == 0) {
+        return Status(codes::kStorage, "the transaction was rolled back; nothing of it was saved");
+      }
+      return Status::Ok();
+    }
+    if (PQstatus(conn_) == CONNECTION_BAD) {
+      NoteOutage();
+      return Status(codes::kPersistenceUncertain,
+                    "the connection to " + describe_ + " was lost during COMMIT: the write may or may not be saved");
+    }
+    return Error(r.get(), "COMMIT");
+  }
+  Status Rollback() override {
+    if (PQstatus(conn_) == CONNECTION_BAD || PQtransactionStatus(conn_) == PQTRANS_IDLE) return Status::Ok();
+    return Simple("ROLLBACK");
+  }
+  Status Savepoint(std::string_view name) override { return Simple("SAVEPOINT " + std::string(name)); }
+  Status RollbackToSavepoint(std::string_view name) override {
+    return Simple("ROLLBACK TO SAVEPOINT " + std::string(name));
+  }
+  Status ReleaseSavepoint(std::string_view name) override { return Simple("RELEASE SAVEPOINT " + std::string(name)); }
+  int64_t TotalChanges() override { return total_changes_; }
+  bool InTransaction() override {
+    PGTransactionStatusType s = PQtransactionStatus(conn_);
+    return s == PQTRANS_INTRANS || s == PQTRANS_ACTIVE;
+  }
+  bool ErrorsAbortTransaction() const override { return true; }
+
+  Status Configure() {
+    // Times as UTC, text as UTF-8, and no notices in the logs.
+    return Simple("SET TIME ZONE 'UTC'; SET client_encoding = 'UTF8'; SET client_min_messages = warning");
+  }
+
+ private:
+
+  int64_t Changed(PGresult* r) {
+    const char* n = PQcmdTuples(r);
+    int64_t v = (n && *n) ? std::strtoll(n, nullptr, 10) : 0;
+    total_changes_ += v;
+    return v;
+  }
+
+  // A lost connection is re-established before a transaction starts, never
+  // in the middle of one.
+  Status Reconnect() {
+    if (PQstatus(conn_) != CONNECTION_BAD) return Status::Ok();
+    PQreset(conn_);
+    if (PQstatus(conn_) != CONNECTION_OK) {
+      NoteOutage();
+      return Status(codes::kUnavailable, "cannot reach " + describe_ + ": " + Trimmed(PQerrorMessage(conn_)));
+    }
+    prepared_.clear();  // the server forgot them with the old session
+    if (g_outage.exchange(false)) spdlog::info("the connection to {} is back", describe_);
+    return Configure();
+  }
+
+  void NoteOutage() {
+    if (!g_outage.exchange(true)) {
+      spdlog::error("lost the connection to {}: {} (writes fail with `unavailable` until it is back; reconnecting)",
+                    describe_, Trimmed(PQerrorMessage(conn_)));
+    }
+  }
+
+  static std::string Trimmed(const char* m) {
+    std::string s = m ? m : "";
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+    return s;
+  }
+
+  Status Simple(const std::string& sql) {
+    PgResult r(PQexec(conn_, sql.c_str()));
+    ExecStatusType s = PQresultStatus(r.get());
+    if (s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK) return Status::Ok();
+    return Error(r.get(), sql);
+  }
+
+  Result<PgResult> Run(std::string_view sql, std::span<const Value> params) {
+    // The types of this call's parameters are part of the statement's key.
+    std::string key(sql);
+    key.push_back('\0');
+    std::vector<Oid> types(params.size(), 0);
+    for (size_t i = 0; i < params.size(); ++i) {
+      types[i] = std::visit(
+          [](const auto& v) -> Oid {
+            using V = std::decay_t<decltype(v)>;
+            if constexpr (std::is_same_v<V, std::nullptr_t>) return 0;
+            else if constexpr (std::is_same_v<V, int64_t>) return kInt8;
+            else if constexpr (std::is_same_v<V, double>) return kFloat8;
+            else return kText;
+          },
+          params[i]);
+      key.push_back(types[i] == kInt8 ? 'i' : types[i] == kFloat8 ? 'd' : types[i] == kText ? 't' : 'n');
+    }
+    auto it = prepared_.find(key);
+    if (it == prepared_.end()) {
+      std::string name = "s" + std::to_string(prepared_.size() + 1);
+      std::string text = TranslateForPostgres(sql);
+      // NULLs are untyped, so that a column gives them its type; where
+      // nothing does (`? IS NULL`) the statement is prepared again with
+      // them as text. In a transaction, a savepoint keeps that first failure
+      // from aborting it (once per statement and connection).
+      const bool untyped = std::find(types.begin(), types.end(), Oid{0}) != types.end();
+      const bool guard = untyped && InTransaction();
+      if (guard) DSH_RETURN_IF_ERROR(Simple("SAVEPOINT dsh_prepare"));
+      PgResult p(PQprepare(conn_, name.c_str(), text.c_str(), static_cast<int>(types.size()), types.data()));
+      if (untyped && PQresultStatus(p.get()) != PGRES_COMMAND_OK && IsState(p.get(), "42P18")) {
+        if (guard) DSH_RETURN_IF_ERROR(Simple("ROLLBACK TO SAVEPOINT dsh_prepare"));
+        for (Oid& t : types) t = t == 0 ? kText : t;
+        p.reset(PQprepare(conn_, name.c_str(), text.c_str(), static_cast<int>(types.size()), types.data()));
+      }
+      if (PQresultStatus(p.get()) != PGRES_COMMAND_OK) return Error(p.get(), sql);
+      if (guard) DSH_RETURN_IF_ERROR(Simple("RELEASE SAVEPOINT dsh_prepare"));
+      it = prepared_.emplace(std::move(key), std::move(name)).first;
+    }
+    std::vector<std::string> texts(params.size());
+    std::vector<const char*> values(params.size(), nullptr);
+    for (size_t i = 0; i < params.size(); ++i) {
+      std::visit(
+          [&](const auto& v) {
+            using V = std::decay_t<decltype(v)>;
+            if constexpr (std::is_same_v<V, std::nullptr_t>) return;
+            else if constexpr (std::is_same_v<V, int64_t>) texts[i] = std::to_string(v);
+            else if constexpr (std::is_same_v<V, double>) texts[i] = fmt::format("{:.17g}", v);
+            else texts[i] = std::string(v);
+            values[i] = texts[i].c_str();
+          },
+          params[i]);
+    }
+    PgResult r(PQexecPrepared(conn_, it->second.c_str(), static_cast<int>(values.size()), values.data(), nullptr,
+                              nullptr, 0));
+    ExecStatusType s = PQresultStatus(r.get());
+    if (s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK) return r;
+    return Error(r.get(), sql);
+  }
+
+  static bool IsState(const PGresult* r, std::string_view state) {
+    const char* s = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+    return s != nullptr && state == s;
+  }
+
+  Status Error(const PGresult* r, std::string_view sql) {
+    std::string msg = Trimmed(r ? PQresultErrorMessage(r) : PQerrorMessage(conn_));
+    if (msg.empty()) msg = Trimmed(PQerrorMessage(conn_));
+    msg += " (in: " + std::string(sql.substr(0, 120)) + ")";
+    if (PQstatus(conn_) == CONNECTION_BAD) {
+      NoteOutage();
+      return Status(codes::kUnavailable, "the connection to " + describe_ + " was lost: " + msg);
+    }
+    const char* state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
+    std::string_view code = state ? state : "";
+    if (code.starts_with("23")) return Status(codes::kConflict, std::move(msg));
+    // Connection exceptions, insufficient resources, operator intervention.
+    if (code.starts_with("08") || code.starts_with("53") || code.starts_with("57")) {
+      return Status(codes::kUnavailable, std::move(msg));
+    }
+    return Status(codes::kStorage, std::move(msg));
+  }
+
+  PGconn* conn_;
+  const std::string describe_;
+  std::unordered_map<std::string, std::string> prepared_;  // key -> statement name
+  int64_t total_changes_ = 0;
+};
+
+}  // namespace
+
+std::string TranslateForPostgres(std::string_view sql) {
+  static constexpr std::string_view kPostgres = "/*postgres:";
+  std::string out;
+  out.reserve(sql.size() + 16);
+  int n = 0;
+  for (size_t i = 0; i < sql.size();) {
+    char c = sql[i];
+    if (sql.substr(i, kPostgres.size()) == kPostgres) {
+      size_t end = sql.find("*/", i);
+      if (end == std::string_view::npos) end = sql.size();
+      out.append(TranslateForPostgres(sql.substr(i + kPostgres.size(), end - i - kPostgres.size())));
+      i = std::min(sql.size(), end + 2);
+    } else if (c == '/' && i + 1 < sql.size() && sql[i + 1] == '*') {  // other comments, kept as they are
+      size_t end = sql.find("*/", i + 2);
+      end = end == std::string_view::npos ? sql.size() : end + 2;
+      out.append(sql.substr(i, end - i));
+      i = end;
+    } else if (c == '-' && i + 1 < sql.size() && sql[i + 1] == '-') {
+      size_t end = sql.find('\n', i);
+      end = end == std::string_view::npos ? sql.size() : end;
+      out.append(sql.substr(i, end - i));
+      i = end;
+    } else if (c == '\'' || c == '"') {  // a literal or quoted name, with doubled quotes inside
+      size_t j = i + 1;
+      while (j < sql.size()) {
+        if (sql[j] == c) {
+          if (j + 1 < sql.size() && sql[j + 1] == c) {
+            j += 2;
+            continue;
+          }
+          break;
+        }
+        ++j;
+      }
+      j = std::min(sql.size(), j + 1);
+      out.append(sql.substr(i, j - i));
+      i = j;
+    } else if (c == '?') {
+      out += "$" + std::to_string(++n);
+      ++i;
+    } else {
+      out.push_back(c);
+      ++i;
+    }
+  }
+  return out;
+}
+
+std::string PgConnectionFactory::Describe() const {
+  char* err = nullptr;
+  PQconninfoOption* opts = PQconninfoParse(options_.url.c_str(), &err);
+  if (opts == nullptr) {
+    PQfreemem(err);
+    return "postgres (an unreadable connection string)";
+  }
+  std::string host, port, db, user;
+  for (PQconninfoOption* o = opts; o->keyword != nullptr; ++o) {
+    if (o->val == nullptr) continue;
+    std::string_view k = o->keyword;
+    if (k == "host") host = o->val;
+    if (k == "port") port = o->val;
+    if (k == "dbname") db = o->val;
+    if (k == "user") user = o->val;
+  }
+  PQconninfoFree(opts);
+  std::string out = "postgres " + (host.empty() ? std::string("localhost") : host);
+  if (!port.empty()) out += ":" + port;
+  out += "/" + (db.empty() ? user : db);
+  if (!user.empty()) out += " as " + user;
+  return out;
+}
+
+Result<std::unique_ptr<Connection>> PgConnectionFactory::Open() {
+  PGconn* conn = PQconnectdb(options_.url.c_str());
+  if (PQstatus(conn) != CONNECTION_OK) {
+    std::string msg = PQerrorMessage(conn);
+    while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
+    PQfinish(conn);
+    return Status(codes::kUnavailable, "cannot connect to " + Describe() + ": " + msg);
+  }
+  // The server's notices (and libpq's own) go to the debug log, not stderr.
+  PQsetNoticeProcessor(
+      conn, [](void*, const char* message) { spdlog::debug("postgres: {}", message); }, nullptr);
+  auto c = std::make_unique<PgConnection>(conn, Describe());
+  if (Status st = c->Configure(); !st.ok()) return st.WithContext("cannot configure " + Describe());
+  return std::unique_ptr<Connection>(std::move(c));
+}
+
+}  // namespace dsh::store

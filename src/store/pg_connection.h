@@ -1,0 +1,52 @@
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "store/connection.h"
+
+namespace dsh::store {
+
+struct PgOptions {
+  // A libpq connection URI (`postgresql://user@host:port/db?...`) or
+  // key=value string. Without a password in it, libpq reads PGPASSFILE or
+  // ~/.pgpass. Never logged: Describe() leaves the password out.
+  std::string url;
+};
+
+// PostgreSQL over libpq (docs/STORAGE.md, "PostgreSQL"). libpq rather than
+// libpqxx: the Connection seam is already thin, and libpq gives the SQLSTATE
+// of every error and the connection state directly, without exceptions.
+//
+// The portable SQL of Tx is translated once per statement text: `?` become
+// `$1`, `$2`, ... (outside literals and comments) and `/*postgres: X*/`
+// comments become X. Statements are prepared per connection and cached by
+// their text and parameter types.
+//
+// Writes of every host on the database are serialized: BeginWrite takes a
+// transaction-scoped advisory lock, so a write transaction sees what every
+// earlier one committed and races none — the guarantee SQLite's BEGIN
+// IMMEDIATE gives, across machines (per-session seq, inbox keys, loop
+// claims, leases and migrations rely on it). Reads are REPEATABLE READ
+// snapshots and never wait for writers.
+//
+// Errors: integrity violations (SQLSTATE class 23) are `conflict`; a lost or
+// refused connection is `unavailable` (reconnected at the next transaction);
+// a COMMIT whose answer was lost is `persistence_uncertain`; anything else
+// is `storage_error`. A statement that fails inside a transaction aborts it
+// (ErrorsAbortTransaction), unlike SQLite.
+class PgConnectionFactory final : public ConnectionFactory {
+ public:
+  explicit PgConnectionFactory(PgOptions options) : options_(std::move(options)) {}
+  Result<std::unique_ptr<Connection>> Open() override;
+  // "postgres host:port/dbname as user", without the password.
+  std::string Describe() const override;
+
+ private:
+  PgOptions options_;
+};
+
+// The portable SQL in PostgreSQL's form (see PgConnectionFactory).
+std::string TranslateForPostgres(std::string_view sql);
+
+}  // namespace dsh::store

@@ -14,7 +14,7 @@
 #include "agent/testing/fake_chat_server.h"
 #include "agent/testing/scripted_model.h"
 #include "base/testing/temp_dir.h"
-#include "store/sqlite_connection.h"
+#include "store/testing/test_backend.h"
 
 namespace dsh::agent {
 namespace {
@@ -64,7 +64,7 @@ class RootOnlyTool final : public TypedTool<EchoArgs> {
   void Run(const ToolContext&, EchoArgs args, Done done) override { done(Json{{"said", args.text}}); }
 };
 
-class AgentTest : public ::testing::Test {
+class AgentTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override { Open(); }
   void TearDown() override { Close(); }
@@ -72,9 +72,7 @@ class AgentTest : public ::testing::Test {
   void Open() {
     std::vector<store::Migration> migrations = session::SessionStore::Migrations();
     for (auto& m : AgentManager::Migrations()) migrations.push_back(m);
-    store::SqliteOptions sqlite{.path = dir_.File("dsh.db")};
-    sqlite.synchronous = store::SqliteOptions::Synchronous::kNormal;
-    auto db = store::Database::Open(std::make_unique<store::SqliteConnectionFactory>(sqlite), migrations);
+    auto db = store::Database::Open(backend_.Factory(), migrations);
     ASSERT_TRUE(db.ok()) << db.status().ToString();
     db_ = std::move(db).value();
     sessions_ = std::make_unique<session::SessionStore>(*db_, clock_, &hub_);
@@ -188,7 +186,7 @@ class AgentTest : public ::testing::Test {
     return r.ok() ? *r : -1;
   }
 
-  dsh::testing::TempDir dir_;
+  store::testing::TestBackend backend_{GetParam(), /*fast=*/true};  // outlives the database
   FakeClock clock_;
   session::EventHub hub_;
   EventWaiter waiter_{hub_};
@@ -210,7 +208,9 @@ class AgentTest : public ::testing::Test {
   std::vector<std::optional<std::string>> context_zones_;  // GUARDED_BY(context_mu_) per model request
 };
 
-TEST_F(AgentTest, DeliveredMessageToIdleAgentRunsATurn) {
+INSTANTIATE_TEST_SUITE_P(Backends, AgentTest, store::testing::BackendNames(), store::testing::BackendTestName);
+
+TEST_P(AgentTest, DeliveredMessageToIdleAgentRunsATurn) {
   std::string id = CreateSession();
   EXPECT_EQ(manager_->LiveStatus(id), AgentStatus::kIdle);
   auto d = Deliver(id, "hello");
@@ -234,7 +234,7 @@ TEST_F(AgentTest, DeliveredMessageToIdleAgentRunsATurn) {
   EXPECT_EQ(req.model, "m1");
 }
 
-TEST_F(AgentTest, ToolCallRunsAndItsResultReachesTheNextRequest) {
+TEST_P(AgentTest, ToolCallRunsAndItsResultReachesTheNextRequest) {
   auto tool = std::make_unique<EchoTool>();
   EchoTool* echo = tool.get();
   ASSERT_TRUE(tools_.Register(std::move(tool), "test").ok());
@@ -265,7 +265,7 @@ TEST_F(AgentTest, ToolCallRunsAndItsResultReachesTheNextRequest) {
   EXPECT_EQ(Texts(log, et::kAssistantMessage).back(), "done");
 }
 
-TEST_F(AgentTest, TheClientZoneOfTheMessageThatStartedATurnReachesItsToolsAndContext) {
+TEST_P(AgentTest, TheClientZoneOfTheMessageThatStartedATurnReachesItsToolsAndContext) {
   auto tool = std::make_unique<EchoTool>();
   EchoTool* echo = tool.get();
   ASSERT_TRUE(tools_.Register(std::move(tool), "test").ok());
@@ -292,7 +292,7 @@ TEST_F(AgentTest, TheClientZoneOfTheMessageThatStartedATurnReachesItsToolsAndCon
   EXPECT_EQ(context_zones_[2], std::nullopt);
 }
 
-TEST_F(AgentTest, RootOnlyToolsAreOfferedToRootSessionsOnly) {
+TEST_P(AgentTest, RootOnlyToolsAreOfferedToRootSessionsOnly) {
   ASSERT_TRUE(tools_.Register(std::make_unique<RootOnlyTool>(), "test").ok());
   std::string root = CreateSession();
   session::NewSession child;
@@ -321,7 +321,7 @@ TEST_F(AgentTest, RootOnlyToolsAreOfferedToRootSessionsOnly) {
   EXPECT_EQ(codes, std::vector<std::string>{"unknown_tool"}) << "nor can it call it";
 }
 
-TEST_F(AgentTest, ObserversSeeAgentsGoLiveAndStop) {
+TEST_P(AgentTest, ObserversSeeAgentsGoLiveAndStop) {
   std::mutex mu;
   std::vector<std::string> seen;
   std::vector<std::string> changes;  // the hub's, for views (the browser's sidebar)
@@ -352,7 +352,7 @@ TEST_F(AgentTest, ObserversSeeAgentsGoLiveAndStop) {
   EXPECT_EQ(changes, std::vector<std::string>(4, "session " + id));
 }
 
-TEST_F(AgentTest, BadToolArgumentsReachTheModelAsAnError) {
+TEST_P(AgentTest, BadToolArgumentsReachTheModelAsAnError) {
   ASSERT_TRUE(tools_.Register(std::make_unique<EchoTool>(), "test").ok());
   model_.Push(ScriptedModel::ToolCalls({{"c1", "echo_args", R"({"text":""})"},
                                         {"c2", "echo_args", "{not json"},
@@ -369,7 +369,7 @@ TEST_F(AgentTest, BadToolArgumentsReachTheModelAsAnError) {
   EXPECT_EQ(log.back().data["status"], "completed");
 }
 
-TEST_F(AgentTest, PresetToolGroupsLimitTheCatalog) {
+TEST_P(AgentTest, PresetToolGroupsLimitTheCatalog) {
   ASSERT_TRUE(tools_.Register(std::make_unique<EchoTool>(), "test").ok());
   std::string id = CreateSession(*manager_, "no_tools");
   ASSERT_TRUE(Deliver(id, "hi").ok());
@@ -378,7 +378,7 @@ TEST_F(AgentTest, PresetToolGroupsLimitTheCatalog) {
   EXPECT_EQ(model_.requests().at(0).messages.at(0).text, "You are no_tools.\n\nSession: " + id);
 }
 
-TEST_F(AgentTest, SteerLandsAtTheNextStepBoundaryOfARunningTurn) {
+TEST_P(AgentTest, SteerLandsAtTheNextStepBoundaryOfARunningTurn) {
   ASSERT_TRUE(tools_.Register(std::make_unique<EchoTool>(), "test").ok());
   model_.Push(ScriptedModel::Hold(ScriptedModel::ToolCalls({{"c1", "echo_args", R"({"text":"x"})"}})));
   model_.Push(ScriptedModel::Text("final"));
@@ -397,7 +397,7 @@ TEST_F(AgentTest, SteerLandsAtTheNextStepBoundaryOfARunningTurn) {
   EXPECT_EQ(PendingRows(), 0);
 }
 
-TEST_F(AgentTest, FollowupWaitsForTheTurnToEnd) {
+TEST_P(AgentTest, FollowupWaitsForTheTurnToEnd) {
   ASSERT_TRUE(tools_.Register(std::make_unique<EchoTool>(), "test").ok());
   model_.Push(ScriptedModel::Hold(ScriptedModel::ToolCalls({{"c1", "echo_args", R"({"text":"x"})"}})));
   model_.Push(ScriptedModel::Text("first done"));
@@ -414,14 +414,14 @@ TEST_F(AgentTest, FollowupWaitsForTheTurnToEnd) {
   EXPECT_EQ(Texts(log, et::kAssistantMessage), (std::vector<std::string>{"first done", "echo: later"}));
 }
 
-TEST_F(AgentTest, FollowupWakesAnIdleAgent) {
+TEST_P(AgentTest, FollowupWakesAnIdleAgent) {
   std::string id = CreateSession();
   ASSERT_TRUE(Deliver(id, "queued", DeliveryMode::kFollowup).ok());
   auto log = waiter_.WaitForTurnEnds(id, 1);
   EXPECT_EQ(Texts(log, et::kAssistantMessage), std::vector<std::string>{"echo: queued"});
 }
 
-TEST_F(AgentTest, MessageWithoutWakeupWaitsForTheNextTurn) {
+TEST_P(AgentTest, MessageWithoutWakeupWaitsForTheNextTurn) {
   std::string id = CreateSession();
   std::promise<Result<Delivered>> p;
   manager_->Deliver(Delivery{id, "quiet", DeliveryMode::kFollowup, false, std::nullopt, Json::object()},
@@ -433,7 +433,7 @@ TEST_F(AgentTest, MessageWithoutWakeupWaitsForTheNextTurn) {
   EXPECT_EQ(Texts(log, et::kUserMessage), (std::vector<std::string>{"quiet", "loud"}));
 }
 
-TEST_F(AgentTest, DuplicateKeyDeliversOnce) {
+TEST_P(AgentTest, DuplicateKeyDeliversOnce) {
   std::string id = CreateSession();
   auto first = Deliver(id, "once", DeliveryMode::kSteer, "k1");
   auto second = Deliver(id, "once again", DeliveryMode::kSteer, "k1");
@@ -451,7 +451,7 @@ TEST_F(AgentTest, DuplicateKeyDeliversOnce) {
   EXPECT_FALSE(third->duplicate);
 }
 
-TEST_F(AgentTest, DeliveryToAMissingSessionFailsAndCreatesNothing) {
+TEST_P(AgentTest, DeliveryToAMissingSessionFailsAndCreatesNothing) {
   auto r = Deliver("ses_missing", "hello");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), "not_found");
@@ -462,7 +462,7 @@ TEST_F(AgentTest, DeliveryToAMissingSessionFailsAndCreatesNothing) {
   EXPECT_EQ(Deliver(CreateSession(), "  \n").status().code(), "invalid_arguments");
 }
 
-TEST_F(AgentTest, DeliveryToAColdSessionResumesIt) {
+TEST_P(AgentTest, DeliveryToAColdSessionResumesIt) {
   session::NewSession s;
   s.route = {"scripted", "m2", std::nullopt};
   s.preset = "reviewer";
@@ -482,7 +482,7 @@ TEST_F(AgentTest, DeliveryToAColdSessionResumesIt) {
   EXPECT_EQ(missing.get_future().get(), AgentStatus::kMissing);
 }
 
-TEST_F(AgentTest, AResumeRouteRunsAColdSessionWithItWithoutPersistingIt) {
+TEST_P(AgentTest, AResumeRouteRunsAColdSessionWithItWithoutPersistingIt) {
   session::NewSession s;
   s.route = {"scripted", "m2", std::nullopt};
   auto h = sessions_->Create(s);
@@ -506,7 +506,7 @@ TEST_F(AgentTest, AResumeRouteRunsAColdSessionWithItWithoutPersistingIt) {
   EXPECT_EQ(model_.requests().at(1).model, "m3");
 }
 
-TEST_F(AgentTest, AnInboxSweepRacingADeliveryDoesNotResumeTheSessionWithoutItsResumeRoute) {
+TEST_P(AgentTest, AnInboxSweepRacingADeliveryDoesNotResumeTheSessionWithoutItsResumeRoute) {
   // A sweep every millisecond finds the message the moment it commits; the
   // session must still run with the delivery's route, not its own.
   Close();
@@ -530,7 +530,7 @@ TEST_F(AgentTest, AnInboxSweepRacingADeliveryDoesNotResumeTheSessionWithoutItsRe
   for (const auto& r : requests) EXPECT_EQ(r.model, "m3");
 }
 
-TEST_F(AgentTest, CreateWithAcceptsTheFirstMessageWithTheSessionAndRunsIt) {
+TEST_P(AgentTest, CreateWithAcceptsTheFirstMessageWithTheSessionAndRunsIt) {
   session::NewSession s;
   s.route = {"scripted", "m1", "low"};
   s.preset = "reviewer";
@@ -554,7 +554,7 @@ TEST_F(AgentTest, CreateWithAcceptsTheFirstMessageWithTheSessionAndRunsIt) {
   EXPECT_EQ(sessions_->ListRecent(10)->size(), 1u);
 }
 
-TEST_F(AgentTest, ModelErrorEndsTheTurnAndTheNextMessageWorks) {
+TEST_P(AgentTest, ModelErrorEndsTheTurnAndTheNextMessageWorks) {
   model_.Push(ScriptedModel::Error("model_error", "HTTP 500: boom"));
   std::string id = CreateSession();
   ASSERT_TRUE(Deliver(id, "first").ok());
@@ -568,7 +568,7 @@ TEST_F(AgentTest, ModelErrorEndsTheTurnAndTheNextMessageWorks) {
   EXPECT_EQ(PendingRows(), 0);
 }
 
-TEST_F(AgentTest, StepLimitEndsTheTurnWithAClearError) {
+TEST_P(AgentTest, StepLimitEndsTheTurnWithAClearError) {
   Close();
   max_steps_ = 3;
   Open();
@@ -583,7 +583,7 @@ TEST_F(AgentTest, StepLimitEndsTheTurnWithAClearError) {
   EXPECT_EQ(EventWaiter::Count(log, et::kToolCall), EventWaiter::Count(log, et::kToolResult));
 }
 
-TEST_F(AgentTest, CancelEndsTheRunningTurn) {
+TEST_P(AgentTest, CancelEndsTheRunningTurn) {
   model_.Push(ScriptedModel::Hold(ScriptedModel::Text("never shown")));
   std::string id = CreateSession();
   ASSERT_TRUE(Deliver(id, "slow").ok());
@@ -597,7 +597,7 @@ TEST_F(AgentTest, CancelEndsTheRunningTurn) {
   EXPECT_TRUE(Texts(log, et::kAssistantMessage).empty());
 }
 
-TEST_F(AgentTest, MaintenanceRunsOnlyWhileIdleAndHoldsTurnsBack) {
+TEST_P(AgentTest, MaintenanceRunsOnlyWhileIdleAndHoldsTurnsBack) {
   model_.Push(ScriptedModel::Hold(ScriptedModel::Text("busy")));
   std::string id = CreateSession();
   ASSERT_TRUE(Deliver(id, "work").ok());
@@ -627,7 +627,7 @@ TEST_F(AgentTest, MaintenanceRunsOnlyWhileIdleAndHoldsTurnsBack) {
   EXPECT_EQ(not_live.get_future().get().code(), "not_live");
 }
 
-TEST_F(AgentTest, IdleAgentsAreEvictedAndResumeWhenNeeded) {
+TEST_P(AgentTest, IdleAgentsAreEvictedAndResumeWhenNeeded) {
   std::string id = CreateSession();
   ASSERT_TRUE(Deliver(id, "one").ok());
   waiter_.WaitForTurnEnds(id, 1);
@@ -642,7 +642,7 @@ TEST_F(AgentTest, IdleAgentsAreEvictedAndResumeWhenNeeded) {
   EXPECT_EQ(UserTexts(model_.requests().back()), (std::vector<std::string>{"one", "two"}));
 }
 
-TEST_F(AgentTest, AnInterruptedTurnContinuesOnceWhenTheSessionIsNextLive) {
+TEST_P(AgentTest, AnInterruptedTurnContinuesOnceWhenTheSessionIsNextLive) {
   model_.Push(ScriptedModel::Hold(ScriptedModel::Text("lost with the host")));
   std::string id = CreateSession();
   auto d = Deliver(id, "important");
@@ -660,7 +660,7 @@ TEST_F(AgentTest, AnInterruptedTurnContinuesOnceWhenTheSessionIsNextLive) {
   EXPECT_EQ(PendingRows(), 0);
 }
 
-TEST_F(AgentTest, StoppingDoesNotWaitForATitleBeingGenerated) {
+TEST_P(AgentTest, StoppingDoesNotWaitForATitleBeingGenerated) {
   Close();
   generate_titles_ = true;
   Open();
@@ -676,7 +676,7 @@ TEST_F(AgentTest, StoppingDoesNotWaitForATitleBeingGenerated) {
   EXPECT_EQ(EventWaiter::Count(Log(id), et::kTitleGenerated), 0u);
 }
 
-TEST_F(AgentTest, TwoHostsNeverRunTheSameSession) {
+TEST_P(AgentTest, TwoHostsNeverRunTheSameSession) {
   second_ = MakeManager();
   second_->Start();
   std::string id = CreateSession();  // live in the first host
@@ -698,7 +698,7 @@ TEST_F(AgentTest, TwoHostsNeverRunTheSameSession) {
   EXPECT_EQ(Resume(*manager_, id).code(), "session_busy");
 }
 
-TEST_F(AgentTest, AHostThatLosesItsLeaseStopsTheAgent) {
+TEST_P(AgentTest, AHostThatLosesItsLeaseStopsTheAgent) {
   std::string id = CreateSession();
   ASSERT_TRUE(db_->WriteSync([&](store::Tx& tx) {
                    return tx.Exec("UPDATE session_leases SET holder = 'elsewhere/1/x' WHERE session_id = ?",
@@ -751,7 +751,9 @@ class OpenAiAgentTest : public AgentTest {
   std::unique_ptr<testing::SingleModelRouter> openai_router_;
 };
 
-TEST_F(OpenAiAgentTest, TheAnswerIsPublishedInPiecesAsItIsGenerated) {
+INSTANTIATE_TEST_SUITE_P(Backends, OpenAiAgentTest, store::testing::BackendNames(), store::testing::BackendTestName);
+
+TEST_P(OpenAiAgentTest, TheAnswerIsPublishedInPiecesAsItIsGenerated) {
   std::string id = CreateSession();
   std::mutex mu;
   std::string text;
@@ -776,7 +778,7 @@ TEST_F(OpenAiAgentTest, TheAnswerIsPublishedInPiecesAsItIsGenerated) {
   EXPECT_EQ(*after.begin(), last_user) << "the seq the model call began after";
 }
 
-TEST_F(OpenAiAgentTest, AToolCallRunsAndItsResultReachesTheNextRequest) {
+TEST_P(OpenAiAgentTest, AToolCallRunsAndItsResultReachesTheNextRequest) {
   chat_.Enqueue(testing::ToolCallReply({{"call_1", "echo_args", R"({"text":"pong"})"}}));
   chat_.Enqueue(testing::TextReply("done"));
   std::string id = CreateSession();
@@ -799,7 +801,7 @@ TEST_F(OpenAiAgentTest, AToolCallRunsAndItsResultReachesTheNextRequest) {
   EXPECT_EQ(Texts(log, et::kAssistantMessage), std::vector<std::string>{"done"});
 }
 
-TEST_F(OpenAiAgentTest, SteerLandsAtTheStepBoundaryOfARunningTurn) {
+TEST_P(OpenAiAgentTest, SteerLandsAtTheStepBoundaryOfARunningTurn) {
   chat_.Enqueue(SlowToolCall());
   chat_.Enqueue(testing::TextReply("final"));
   std::string id = CreateSession();
@@ -814,7 +816,7 @@ TEST_F(OpenAiAgentTest, SteerLandsAtTheStepBoundaryOfARunningTurn) {
   EXPECT_EQ(EventWaiter::Count(log, event_types::kTurnStart), 1u);
 }
 
-TEST_F(OpenAiAgentTest, FollowupWaitsForTheEndOfTheTurn) {
+TEST_P(OpenAiAgentTest, FollowupWaitsForTheEndOfTheTurn) {
   chat_.Enqueue(SlowToolCall());
   chat_.Enqueue(testing::TextReply("first done"));
   chat_.Enqueue(testing::TextReply("second done"));
@@ -830,7 +832,7 @@ TEST_F(OpenAiAgentTest, FollowupWaitsForTheEndOfTheTurn) {
   EXPECT_EQ(Texts(log, et::kAssistantMessage), (std::vector<std::string>{"first done", "second done"}));
 }
 
-TEST_F(OpenAiAgentTest, SteerAndFollowupBothWakeAnIdleAgent) {
+TEST_P(OpenAiAgentTest, SteerAndFollowupBothWakeAnIdleAgent) {
   chat_.Enqueue(testing::TextReply("one"));
   chat_.Enqueue(testing::TextReply("two"));
   std::string id = CreateSession();
@@ -841,7 +843,7 @@ TEST_F(OpenAiAgentTest, SteerAndFollowupBothWakeAnIdleAgent) {
   EXPECT_EQ(Texts(log, et::kAssistantMessage), (std::vector<std::string>{"one", "two"}));
 }
 
-TEST_F(OpenAiAgentTest, ADuplicateKeyDeliversOnce) {
+TEST_P(OpenAiAgentTest, ADuplicateKeyDeliversOnce) {
   std::string id = CreateSession();
   auto a = Deliver(id, "once", DeliveryMode::kSteer, "key-1");
   auto b = Deliver(id, "once", DeliveryMode::kSteer, "key-1");
@@ -853,7 +855,7 @@ TEST_F(OpenAiAgentTest, ADuplicateKeyDeliversOnce) {
   EXPECT_EQ(chat_.requests().size(), 2u);
 }
 
-TEST_F(OpenAiAgentTest, AServerErrorAndATimeoutEndTheTurnAndTheNextMessageWorks) {
+TEST_P(OpenAiAgentTest, AServerErrorAndATimeoutEndTheTurnAndTheNextMessageWorks) {
   chat_.Enqueue(testing::Error(500, "boom"));
   chat_.Enqueue(testing::Error(500, "boom"));  // the one retry
   chat_.Enqueue(testing::Hang());

@@ -23,7 +23,7 @@
 #include "plugins/loop/v1_import.h"
 #include "session/conversation.h"
 #include "session/event.h"
-#include "store/sqlite_connection.h"
+#include "store/testing/test_backend.h"
 
 namespace dsh::plugins::loop {
 namespace {
@@ -34,7 +34,7 @@ using namespace std::chrono_literals;
 // A real store, AgentManager (scripted model), LoopScheduler and the loop
 // tools, on a fake wall clock; the scheduler's waits are capped at 20 ms so
 // it re-reads the fake clock often, and SettleForTesting runs a full tick.
-class LoopTest : public ::testing::Test {
+class LoopTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override { Open(); }
   void TearDown() override { Close(); }
@@ -43,9 +43,7 @@ class LoopTest : public ::testing::Test {
     std::vector<store::Migration> migrations = session::SessionStore::Migrations();
     for (auto& m : agent::AgentManager::Migrations()) migrations.push_back(m);
     for (auto& m : Migrations()) migrations.push_back(m);
-    store::SqliteOptions sqlite{.path = dir_.File("dsh.db")};
-    sqlite.synchronous = store::SqliteOptions::Synchronous::kNormal;
-    auto db = store::Database::Open(std::make_unique<store::SqliteConnectionFactory>(sqlite), migrations);
+    auto db = store::Database::Open(backend_.Factory(), migrations);
     ASSERT_TRUE(db.ok()) << db.status().ToString();
     db_ = std::move(db).value();
     store_ = std::make_unique<session::SessionStore>(*db_, clock_, &hub_);
@@ -213,7 +211,7 @@ class LoopTest : public ::testing::Test {
     return j;
   }
 
-  dsh::testing::TempDir dir_;
+  store::testing::TestBackend backend_{GetParam(), /*fast=*/true};  // outlives the database
   FakeClock clock_;  // 2026-01-01T00:00:00Z
   session::EventHub hub_;
   ScriptedModel model_;
@@ -232,7 +230,9 @@ class LoopTest : public ::testing::Test {
   bool global_on_ = true;
 };
 
-TEST_F(LoopTest, RegistersTheThreeToolsInTheLoopGroup) {
+INSTANTIATE_TEST_SUITE_P(Backends, LoopTest, store::testing::BackendNames(), store::testing::BackendTestName);
+
+TEST_P(LoopTest, RegistersTheThreeToolsInTheLoopGroup) {
   for (const char* name : {"loop_create", "loop_list", "loop_delete"}) {
     ASSERT_NE(tools_->Find(name), nullptr) << name;
     EXPECT_EQ(tools_->GroupOf(name), "loop");
@@ -241,7 +241,7 @@ TEST_F(LoopTest, RegistersTheThreeToolsInTheLoopGroup) {
   EXPECT_EQ(tools_->List().size(), 3u);
 }
 
-TEST_F(LoopTest, EveryAfterAndCronAcceptOnlyTheirDocumentedFields) {
+TEST_P(LoopTest, EveryAfterAndCronAcceptOnlyTheirDocumentedFields) {
   std::string me = Session("default", Route("m1"));
   ExpectRejected(From(me), "loop_create", {{"prompt", "p"}, {"schedule", {{"kind", "every"}, {"after_seconds", 5}}}},
                  "after_seconds");
@@ -267,7 +267,7 @@ TEST_F(LoopTest, EveryAfterAndCronAcceptOnlyTheirDocumentedFields) {
   EXPECT_EQ(Ok(From(me), "loop_create", {{"prompt", "p"}, {"time_in_seconds", 30}})["schedule"], Every(30));
 }
 
-TEST_F(LoopTest, EveryDurationUsesSecondsAndRejectsZeroNegativeFractionalAndUnsafeValues) {
+TEST_P(LoopTest, EveryDurationUsesSecondsAndRejectsZeroNegativeFractionalAndUnsafeValues) {
   std::string me = Session("default", Route("m1"));
   for (const Json& bad : {Json(0), Json(-5), Json(2.5), Json(9'007'199'254'740'992.0), Json("60")}) {
     ExpectRejected(From(me), "loop_create", {{"prompt", "p"}, {"schedule", {{"kind", "every"}, {"every_seconds", bad}}}},
@@ -280,7 +280,7 @@ TEST_F(LoopTest, EveryDurationUsesSecondsAndRejectsZeroNegativeFractionalAndUnsa
   EXPECT_EQ(v["next_at"], v["created_at"].get<int64_t>() + 90'000) << "seconds, not milliseconds";
 }
 
-TEST_F(LoopTest, PromptsAreTrimmedAndMustNotBeEmpty) {
+TEST_P(LoopTest, PromptsAreTrimmedAndMustNotBeEmpty) {
   std::string me = Session("default", Route("m1"));
   EXPECT_EQ(Ok(From(me), "loop_create", {{"prompt", "  check it \n"}, {"schedule", Every(60)}})["prompt"], "check it");
   ExpectRejected(From(me), "loop_create", {{"prompt", " \n "}, {"schedule", Every(60)}}, "prompt");
@@ -288,7 +288,7 @@ TEST_F(LoopTest, PromptsAreTrimmedAndMustNotBeEmpty) {
   ExpectRejected(From(me), "loop_create", {{"schedule", Every(60)}}, "prompt");
 }
 
-TEST_F(LoopTest, AfterExecutesOnceAndDisappearsFromTheActiveListAfterSuccess) {
+TEST_P(LoopTest, AfterExecutesOnceAndDisappearsFromTheActiveListAfterSuccess) {
   std::string me = Session("default", Route("m1"));
   Json v = Ok(From(me), "loop_create", {{"prompt", "once"}, {"schedule", After(30)}});
   std::string id = v["loop_id"];
@@ -308,7 +308,7 @@ TEST_F(LoopTest, AfterExecutesOnceAndDisappearsFromTheActiveListAfterSuccess) {
   EXPECT_EQ(runs[0].target_session_id, std::optional<std::string>(me));
 }
 
-TEST_F(LoopTest, TheOccurrenceIsDeliveredAsTheLoopMessageWithWakeup) {
+TEST_P(LoopTest, TheOccurrenceIsDeliveredAsTheLoopMessageWithWakeup) {
   std::string me = Session("default", Route("m1"));
   std::string id = Ok(From(me), "loop_create", {{"prompt", "Check <deploy> & \"report\""}, {"schedule", Every(60)}})["loop_id"];
   Advance(60s);
@@ -321,7 +321,7 @@ TEST_F(LoopTest, TheOccurrenceIsDeliveredAsTheLoopMessageWithWakeup) {
   EXPECT_EQ(model_.requests().at(0).messages.back().text, messages[0]);
 }
 
-TEST_F(LoopTest, EveryAndCronRecoverAfterProcessRestartWithoutBurstReplay) {
+TEST_P(LoopTest, EveryAndCronRecoverAfterProcessRestartWithoutBurstReplay) {
   std::string me = Session("default", Route("m1"));
   std::string every = Ok(From(me), "loop_create", {{"prompt", "e"}, {"schedule", Every(60)}})["loop_id"];
   std::string other = Session("default", Route("m1"));
@@ -346,7 +346,7 @@ TEST_F(LoopTest, EveryAndCronRecoverAfterProcessRestartWithoutBurstReplay) {
   EXPECT_EQ(LoopMessages(me).size(), 3u);
 }
 
-TEST_F(LoopTest, ATenYearOutageRecoversInstantlyWithOneDelivery) {
+TEST_P(LoopTest, ATenYearOutageRecoversInstantlyWithOneDelivery) {
   std::string me = Session("default", Route("m1"));
   std::string id = Ok(From(me), "loop_create", {{"prompt", "tick"}, {"schedule", Cron("* * * * *")}})["loop_id"];
   Close();
@@ -357,7 +357,7 @@ TEST_F(LoopTest, ATenYearOutageRecoversInstantlyWithOneDelivery) {
   EXPECT_TRUE(Runs(id).at(0).skipped_capped);
 }
 
-TEST_F(LoopTest, TheWallClockSteppedBackFiresNothingEarlyAndSteppedForwardGivesOneOverdueDelivery) {
+TEST_P(LoopTest, TheWallClockSteppedBackFiresNothingEarlyAndSteppedForwardGivesOneOverdueDelivery) {
   std::string me = Session("default", Route("m1"));
   Ok(From(me), "loop_create", {{"prompt", "p"}, {"schedule", Every(600)}});
   Advance(5min);
@@ -371,7 +371,7 @@ TEST_F(LoopTest, TheWallClockSteppedBackFiresNothingEarlyAndSteppedForwardGivesO
   EXPECT_EQ(LoopMessages(me).size(), 1u);
 }
 
-TEST_F(LoopTest, OmittedSessionIdTargetsTheCurrentSession) {
+TEST_P(LoopTest, OmittedSessionIdTargetsTheCurrentSession) {
   std::string me = Session("reviewer", Route("m2"));
   Json v = Ok(From(me), "loop_create", {{"prompt", "p"}, {"schedule", After(1)}});
   EXPECT_EQ(v["session_id"], me);
@@ -382,7 +382,7 @@ TEST_F(LoopTest, OmittedSessionIdTargetsTheCurrentSession) {
   ExpectRejected(agent::ToolContext{}, "loop_create", {{"prompt", "p"}, {"schedule", After(1)}}, "session_id");
 }
 
-TEST_F(LoopTest, SelfTargetsTheStableGlobalInterface) {
+TEST_P(LoopTest, SelfTargetsTheStableGlobalInterface) {
   std::string me = Session("default", Route("m1"));
   Json v = Ok(From(me), "loop_create", {{"prompt", "p"}, {"schedule", Every(60)}, {"session_id", "self"}});
   EXPECT_EQ(v["session_id"], "self");
@@ -401,7 +401,7 @@ TEST_F(LoopTest, SelfTargetsTheStableGlobalInterface) {
                  "global");
 }
 
-TEST_F(LoopTest, NewCreatesAFreshSessionForEachOccurrence) {
+TEST_P(LoopTest, NewCreatesAFreshSessionForEachOccurrence) {
   std::string me = Session("reviewer", Route("m2"));
   Json v = Ok(From(me), "loop_create", {{"prompt", "p"}, {"schedule", Every(60)}, {"session_id", "new"}});
   EXPECT_EQ(v["session_id"], "new");
@@ -425,7 +425,7 @@ TEST_F(LoopTest, NewCreatesAFreshSessionForEachOccurrence) {
             1);
 }
 
-TEST_F(LoopTest, AnActualSessionIdResumesAndReusesThatSession) {
+TEST_P(LoopTest, AnActualSessionIdResumesAndReusesThatSession) {
   std::string me = Session("default", Route("m1"));
   std::string target = Session("reviewer", Route("m2"));
   Ok(From(me), "loop_create", {{"prompt", "p"}, {"schedule", Every(60)}, {"session_id", target}});
@@ -443,7 +443,7 @@ TEST_F(LoopTest, AnActualSessionIdResumesAndReusesThatSession) {
                  "ses_missing", codes::kNotFound);
 }
 
-TEST_F(LoopTest, ExplicitPresetsAreAcceptedOnlyForNew) {
+TEST_P(LoopTest, ExplicitPresetsAreAcceptedOnlyForNew) {
   std::string me = Session("default", Route("m1"));
   for (const Json& target : {Json(nullptr), Json("self"), Json(me)}) {
     Json args = {{"prompt", "p"}, {"schedule", Every(60)}, {"preset", "coder"}};
@@ -456,7 +456,7 @@ TEST_F(LoopTest, ExplicitPresetsAreAcceptedOnlyForNew) {
                   .ok());
 }
 
-TEST_F(LoopTest, ExistingSelfAndCurrentTargetsInheritPresetAndModelConfiguration) {
+TEST_P(LoopTest, ExistingSelfAndCurrentTargetsInheritPresetAndModelConfiguration) {
   std::string me = Session("coder", Route("m2"));
   Ok(From(me), "loop_create", {{"prompt", "mine"}, {"schedule", After(1)}});
   Ok(From(me), "loop_create", {{"prompt", "global"}, {"schedule", After(2)}, {"session_id", "self"}});
@@ -477,7 +477,7 @@ TEST_F(LoopTest, ExistingSelfAndCurrentTargetsInheritPresetAndModelConfiguration
   EXPECT_EQ(made[0].preset, std::optional<std::string>("default"));
 }
 
-TEST_F(LoopTest, NoPublicModelEffortOrModelSelectionFieldIsAccepted) {
+TEST_P(LoopTest, NoPublicModelEffortOrModelSelectionFieldIsAccepted) {
   std::string me = Session("default", Route("m1"));
   for (const char* field : {"model", "model_effort", "reasoningEffort", "provider", "mode", "global"}) {
     ExpectRejected(From(me), "loop_create", {{"prompt", "p"}, {"schedule", Every(60)}, {field, "x"}}, field);
@@ -486,7 +486,7 @@ TEST_F(LoopTest, NoPublicModelEffortOrModelSelectionFieldIsAccepted) {
   ExpectRejected(From(me), "loop_delete", {{"loop_id", "x"}, {"force", true}}, "force");
 }
 
-TEST_F(LoopTest, LoopListEmptyGlobalAndExactSessionFilteringReturnTheExpectedSets) {
+TEST_P(LoopTest, LoopListEmptyGlobalAndExactSessionFilteringReturnTheExpectedSets) {
   std::string a = Session("default", Route("m1"));
   std::string b = Session("default", Route("m1"));
   // Lists are in creation order.
@@ -512,7 +512,7 @@ TEST_F(LoopTest, LoopListEmptyGlobalAndExactSessionFilteringReturnTheExpectedSet
   }
 }
 
-TEST_F(LoopTest, AnyLoopCanBeDeletedByGloballyUniqueLoopId) {
+TEST_P(LoopTest, AnyLoopCanBeDeletedByGloballyUniqueLoopId) {
   std::string a = Session("default", Route("m1"));
   std::string b = Session("default", Route("m1"));
   std::string la = Ok(From(a), "loop_create", {{"prompt", "a"}, {"schedule", Every(60)}})["loop_id"];
@@ -528,7 +528,7 @@ TEST_F(LoopTest, AnyLoopCanBeDeletedByGloballyUniqueLoopId) {
   EXPECT_TRUE(LoopMessages(a).empty()) << "a deleted loop never fires";
 }
 
-TEST_F(LoopTest, ViewsAreToldWhenTheLoopsChange) {
+TEST_P(LoopTest, ViewsAreToldWhenTheLoopsChange) {
   std::atomic<int> changes{0};
   auto sub = hub_.SubscribeChanges([&](const session::EventHub::Change& c) {
     if (c.topic == "loops") ++changes;
@@ -546,7 +546,7 @@ TEST_F(LoopTest, ViewsAreToldWhenTheLoopsChange) {
   EXPECT_EQ(changes.load(), 4) << "a failed delete and a read change nothing";
 }
 
-TEST_F(LoopTest, AFailedDeliveryIsRetriedWithBackoffAndARecurringLoopKeepsItsSchedule) {
+TEST_P(LoopTest, AFailedDeliveryIsRetriedWithBackoffAndARecurringLoopKeepsItsSchedule) {
   std::string me = Session("default", Route("m1"));
   std::string id = Ok(From(me), "loop_create", {{"prompt", "p"}, {"schedule", Every(3600)}, {"session_id", "self"}})["loop_id"];
   global_override_ = "ses_gone";  // the global session went missing
@@ -573,7 +573,7 @@ TEST_F(LoopTest, AFailedDeliveryIsRetriedWithBackoffAndARecurringLoopKeepsItsSch
   EXPECT_EQ(v["next_at"], 1'767'225'600'000 + 2 * 3'600'000) << "the schedule is kept";
 }
 
-TEST_F(LoopTest, AClaimThatNeverReachedTheInboxIsRetriedAndOneThatDidIsFinishedWithoutASecondMessage) {
+TEST_P(LoopTest, AClaimThatNeverReachedTheInboxIsRetriedAndOneThatDidIsFinishedWithoutASecondMessage) {
   std::string me = Session("default", Route("m1"));
   std::string first = Ok(From(me), "loop_create", {{"prompt", "one"}, {"schedule", After(10)}})["loop_id"];
   std::string second = Ok(From(me), "loop_create", {{"prompt", "two"}, {"schedule", After(10)}})["loop_id"];
@@ -624,7 +624,7 @@ std::string DeadLocalHolder() {
   return live.substr(0, live.find('/')) + "/" + std::to_string(pid) + "/dead";
 }
 
-TEST_F(LoopTest, AClaimOfADeadProcessOfThisMachineIsTakenOverAtOnceWhileARemoteClaimKeepsItsExpiry) {
+TEST_P(LoopTest, AClaimOfADeadProcessOfThisMachineIsTakenOverAtOnceWhileARemoteClaimKeepsItsExpiry) {
   std::string me = Session("default", Route("m1"));
   std::string remote = Ok(From(me), "loop_create", {{"prompt", "remote"}, {"schedule", After(10)}})["loop_id"];
   std::string local = Ok(From(me), "loop_create", {{"prompt", "local"}, {"schedule", After(11)}})["loop_id"];
@@ -674,7 +674,7 @@ TEST_F(LoopTest, AClaimOfADeadProcessOfThisMachineIsTakenOverAtOnceWhileARemoteC
   EXPECT_TRUE(View(remote).is_null()) << "completed";
 }
 
-TEST_F(LoopTest, AnOccurrenceDueWithinTheLookaheadIsClaimedAheadAndDeliveredAfterAMonotonicWait) {
+TEST_P(LoopTest, AnOccurrenceDueWithinTheLookaheadIsClaimedAheadAndDeliveredAfterAMonotonicWait) {
   std::string me = Session("default", Route("m1"));
   std::string soon = Ok(From(me), "loop_create", {{"prompt", "soon"}, {"schedule", After(10)}})["loop_id"];
   std::string later = Ok(From(me), "loop_create", {{"prompt", "later"}, {"schedule", After(11)}})["loop_id"];
@@ -689,7 +689,7 @@ TEST_F(LoopTest, AnOccurrenceDueWithinTheLookaheadIsClaimedAheadAndDeliveredAfte
   EXPECT_EQ(View(later)["state"], "scheduled");
 }
 
-TEST_F(LoopTest, TwoSchedulersOnOneProfileDeliverEachOccurrenceOnce) {
+TEST_P(LoopTest, TwoSchedulersOnOneProfileDeliverEachOccurrenceOnce) {
   auto second = MakeScheduler();
   second->Start();
   std::vector<std::string> targets;
@@ -734,7 +734,7 @@ TEST(LoopV1, TheFoldKeepsTheLoopsThatAreStillActiveWithTheirLatestNextAt) {
   EXPECT_EQ(active[1].created_at, 2000);
 }
 
-TEST_F(LoopTest, ActiveV1LoopsAreImportedOnceAndKeepDelivering) {
+TEST_P(LoopTest, ActiveV1LoopsAreImportedOnceAndKeepDelivering) {
   std::string me = Session("default", Route("m1"));
   int64_t now = ToUnixMillis(clock_.Now());
   ASSERT_TRUE(store_->Append(me, {{"message/user", {{"text", "hi"}}},
@@ -796,7 +796,9 @@ class LoopRoutesTest : public LoopTest {
   }
 };
 
-TEST_F(LoopRoutesTest, ListsLikeLoopListForGlobalAndForOneSession) {
+INSTANTIATE_TEST_SUITE_P(Backends, LoopRoutesTest, store::testing::BackendNames(), store::testing::BackendTestName);
+
+TEST_P(LoopRoutesTest, ListsLikeLoopListForGlobalAndForOneSession) {
   std::string a = Session("default", Route("m1"));
   std::string b = Session("default", Route("m1"));
   std::string la = Ok(From(a), "loop_create", {{"prompt", "for a"}, {"schedule", Every(60)}})["loop_id"];
@@ -818,7 +820,7 @@ TEST_F(LoopRoutesTest, ListsLikeLoopListForGlobalAndForOneSession) {
   EXPECT_EQ(only_b->body["loops"], Ok(From(b), "loop_list", Json::object()));
 }
 
-TEST_F(LoopRoutesTest, ListWithoutSessionIdIsRejectedNamingIt) {
+TEST_P(LoopRoutesTest, ListWithoutSessionIdIsRejectedNamingIt) {
   for (auto query : {std::map<std::string, std::string>{}, std::map<std::string, std::string>{{"session_id", ""}}}) {
     auto r = Get("/api/loops", query);
     ASSERT_FALSE(r.ok());
@@ -827,7 +829,7 @@ TEST_F(LoopRoutesTest, ListWithoutSessionIdIsRejectedNamingIt) {
   }
 }
 
-TEST_F(LoopRoutesTest, RunsAreNewestFirstAndLimited) {
+TEST_P(LoopRoutesTest, RunsAreNewestFirstAndLimited) {
   std::string me = Session("default", Route("m1"));
   std::string id = Ok(From(me), "loop_create", {{"prompt", "tick"}, {"schedule", Every(60)}})["loop_id"];
   for (int i = 0; i < 3; ++i) Advance(60s);
@@ -846,7 +848,7 @@ TEST_F(LoopRoutesTest, RunsAreNewestFirstAndLimited) {
   EXPECT_EQ(one->body["runs"][0], runs[0]);
 }
 
-TEST_F(LoopRoutesTest, RunsPageBackwardsWithBeforeAndNextBeforeWithoutOverlapOrGap) {
+TEST_P(LoopRoutesTest, RunsPageBackwardsWithBeforeAndNextBeforeWithoutOverlapOrGap) {
   std::string me = Session("default", Route("m1"));
   std::string id = Ok(From(me), "loop_create", {{"prompt", "tick"}, {"schedule", Every(60)}})["loop_id"];
   for (int i = 0; i < 5; ++i) Advance(60s);
@@ -901,7 +903,7 @@ TEST_F(LoopRoutesTest, RunsPageBackwardsWithBeforeAndNextBeforeWithoutOverlapOrG
   EXPECT_EQ(never.status().code(), "unknown_loop");
 }
 
-TEST_F(LoopRoutesTest, RunsRejectABadBeforeNamingIt) {
+TEST_P(LoopRoutesTest, RunsRejectABadBeforeNamingIt) {
   std::string me = Session("default", Route("m1"));
   std::string id = Ok(From(me), "loop_create", {{"prompt", "tick"}, {"schedule", Every(60)}})["loop_id"];
   for (const char* bad : {"-1", "x", "1.5", "", "9007199254740992"}) {
@@ -912,7 +914,7 @@ TEST_F(LoopRoutesTest, RunsRejectABadBeforeNamingIt) {
   }
 }
 
-TEST_F(LoopRoutesTest, RunsRejectBadLimitsAndUnknownLoops) {
+TEST_P(LoopRoutesTest, RunsRejectBadLimitsAndUnknownLoops) {
   std::string me = Session("default", Route("m1"));
   std::string id = Ok(From(me), "loop_create", {{"prompt", "tick"}, {"schedule", Every(60)}})["loop_id"];
   for (const char* bad : {"0", "1001", "-1", "x", "1.5", ""}) {

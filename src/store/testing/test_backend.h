@@ -20,7 +20,9 @@ namespace dsh::store::testing {
 // server (pg_test_server.h), dropped when the TestBackend goes.
 class TestBackend {
  public:
-  explicit TestBackend(std::string name) : name_(std::move(name)) {}
+  // `fast`: SQLite with synchronous=NORMAL (for suites that do not test
+  // durability against power loss).
+  explicit TestBackend(std::string name, bool fast = false) : name_(std::move(name)), fast_(fast) {}
   ~TestBackend() {
     if (!pg_.empty()) PgTestServer::DropDatabase(pg_);
   }
@@ -31,7 +33,11 @@ class TestBackend {
   // A factory of connections to this test's database: the same database at
   // every call (a "reopened" database keeps its data).
   std::unique_ptr<ConnectionFactory> Factory() {
-    if (!postgres()) return std::make_unique<SqliteConnectionFactory>(SqliteOptions{.path = dir_.File("dsh.db")});
+    if (!postgres()) {
+      SqliteOptions o{.path = dir_.File("dsh.db")};
+      if (fast_) o.synchronous = SqliteOptions::Synchronous::kNormal;
+      return std::make_unique<SqliteConnectionFactory>(o);
+    }
     if (pg_.empty()) {
       auto db = PgTestServer::NewDatabase();
       EXPECT_TRUE(db.ok()) << db.status().ToString();
@@ -50,6 +56,7 @@ class TestBackend {
 
  private:
   const std::string name_;
+  const bool fast_;
   dsh::testing::TempDir dir_;
   std::string pg_;  // conninfo, once made
 };

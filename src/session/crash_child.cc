@@ -1,7 +1,8 @@
 // Child process of crash_test.cc. Appends event groups to one session from
 // many threads until killed, printing one line per acknowledged append:
 //   ack THREAD INDEX FIRST_SEQ COUNT
-// Usage: session_crash_child DB_PATH SESSION_ID THREADS ROUND
+// Usage: session_crash_child DB SESSION_ID THREADS ROUND
+// (DB: a SQLite file, or "postgres:" and a conninfo; TestBackend::Location)
 #include <unistd.h>
 
 #include <cstdio>
@@ -12,7 +13,7 @@
 #include <vector>
 
 #include "session/session_store.h"
-#include "store/sqlite_connection.h"
+#include "store/testing/location.h"
 
 using namespace dsh;
 
@@ -24,8 +25,7 @@ int main(int argc, char** argv) {
   std::string path = argv[1], session_id = argv[2];
   int threads = std::atoi(argv[3]);
   int round = std::atoi(argv[4]);
-  auto db = store::Database::Open(std::make_unique<store::SqliteConnectionFactory>(store::SqliteOptions{.path = path}),
-                                  session::SessionStore::Migrations());
+  auto db = store::Database::Open(store::testing::FactoryForLocation(path), session::SessionStore::Migrations());
   if (!db.ok()) {
     std::fprintf(stderr, "open: %s\n", db.status().ToString().c_str());
     return 3;

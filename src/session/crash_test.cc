@@ -18,7 +18,7 @@
 
 #include "base/testing/temp_dir.h"
 #include "session/session_store.h"
-#include "store/sqlite_connection.h"
+#include "store/testing/test_backend.h"
 
 extern char** environ;
 
@@ -31,9 +31,7 @@ struct Ack {
 };
 
 std::unique_ptr<store::Database> OpenDb(const std::string& path) {
-  auto db = store::Database::Open(
-      std::make_unique<store::SqliteConnectionFactory>(store::SqliteOptions{.path = path}),
-      SessionStore::Migrations());
+  auto db = store::Database::Open(store::testing::FactoryForLocation(path), SessionStore::Migrations());
   EXPECT_TRUE(db.ok()) << db.status().ToString();
   return std::move(db).value();
 }
@@ -93,9 +91,15 @@ std::map<std::pair<int, int>, Ack> RunAndKill(const std::string& db_path, const 
   return acks;
 }
 
-TEST(SessionStoreCrash, SigkillLosesNoAcknowledgedEventAndLeavesNoHalfAppend) {
-  dsh::testing::TempDir dir;
-  std::string path = dir.File("crash.db");
+class SessionStoreCrash : public ::testing::TestWithParam<std::string> {
+ protected:
+  store::testing::TestBackend backend_{GetParam()};
+};
+
+INSTANTIATE_TEST_SUITE_P(Backends, SessionStoreCrash, store::testing::BackendNames(), store::testing::BackendTestName);
+
+TEST_P(SessionStoreCrash, SigkillLosesNoAcknowledgedEventAndLeavesNoHalfAppend) {
+  std::string path = backend_.Location();
   std::string session_id;
   {
     auto db = OpenDb(path);

@@ -8,7 +8,8 @@
 // claim|deliver|record it raises SIGKILL on itself at the Nth time any claim
 // reaches that step (LoopScheduler's on_step hook); with POINT none it stops
 // cleanly and exits 0.
-// Usage: loop_crash_child DB_PATH START_MS PERIOD_S STEPS POINT N
+// Usage: loop_crash_child DB START_MS PERIOD_S STEPS POINT N
+// (DB: a SQLite file, or "postgres:" and a conninfo; TestBackend::Location)
 #include <signal.h>
 
 #include <boost/asio/executor_work_guard.hpp>
@@ -26,7 +27,7 @@
 #include "agent/testing/scripted_model.h"
 #include "plugins/loop/loop_scheduler.h"
 #include "plugins/loop/testing/echo_environment.h"
-#include "store/sqlite_connection.h"
+#include "store/testing/location.h"
 
 using namespace dsh;
 using namespace std::chrono_literals;
@@ -65,8 +66,7 @@ int main(int argc, char** argv) {
   std::vector<store::Migration> migrations = session::SessionStore::Migrations();
   for (auto& m : agent::AgentManager::Migrations()) migrations.push_back(m);
   for (auto& m : loop::Migrations()) migrations.push_back(m);
-  auto db = store::Database::Open(
-      std::make_unique<store::SqliteConnectionFactory>(store::SqliteOptions{.path = path}), migrations);
+  auto db = store::Database::Open(store::testing::FactoryForLocation(path), migrations);
   if (!db.ok()) {
     std::fprintf(stderr, "open: %s\n", db.status().ToString().c_str());
     return 3;

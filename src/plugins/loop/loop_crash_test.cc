@@ -19,7 +19,7 @@
 #include "plugins/loop/loop_registry.h"
 #include "plugins/loop/loop_scheduler.h"
 #include "session/session_store.h"
-#include "store/sqlite_connection.h"
+#include "store/testing/test_backend.h"
 
 extern char** environ;
 
@@ -35,8 +35,7 @@ std::unique_ptr<store::Database> OpenDb(const std::string& path) {
   std::vector<store::Migration> migrations = session::SessionStore::Migrations();
   for (auto& m : agent::AgentManager::Migrations()) migrations.push_back(m);
   for (auto& m : Migrations()) migrations.push_back(m);
-  auto db = store::Database::Open(
-      std::make_unique<store::SqliteConnectionFactory>(store::SqliteOptions{.path = path}), migrations);
+  auto db = store::Database::Open(store::testing::FactoryForLocation(path), migrations);
   EXPECT_TRUE(db.ok()) << db.status().ToString();
   return db.ok() ? std::move(db).value() : nullptr;
 }
@@ -120,9 +119,15 @@ int64_t NextStart(store::Database& db) {
 // - target "new": every occurrence has its own session, chosen at claim time,
 //   so a retried delivery found the session it had already made;
 // - recovery really happened: some occurrences needed a second attempt.
-TEST(LoopSchedulerCrash, SigkillAfterClaimDeliveryOrRecordLosesNoOccurrenceAndDeliversNoneTwice) {
-  dsh::testing::TempDir dir;
-  std::string path = dir.File("profile.db");
+class LoopSchedulerCrash : public ::testing::TestWithParam<std::string> {
+ protected:
+  store::testing::TestBackend backend_{GetParam()};
+};
+
+INSTANTIATE_TEST_SUITE_P(Backends, LoopSchedulerCrash, store::testing::BackendNames(), store::testing::BackendTestName);
+
+TEST_P(LoopSchedulerCrash, SigkillAfterClaimDeliveryOrRecordLosesNoOccurrenceAndDeliversNoneTwice) {
+  std::string path = backend_.Location();
   std::vector<std::string> explicit_loops = {"loop_s1", "loop_s2"};
   std::vector<std::string> new_loops = {"loop_n1", "loop_n2"};
   std::map<std::string, std::string> explicit_target;

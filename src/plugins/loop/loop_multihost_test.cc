@@ -1,4 +1,4 @@
-// Several hosts on one SQLite profile: each has its own Database handle,
+// Several hosts on one profile database (SQLite file or PostgreSQL): each has its own Database handle,
 // SessionStore, AgentManager (its own lease holder) and LoopScheduler; they
 // share one fake wall clock and one io_context, so the schedule is stepped
 // deterministically while the hosts' claims race for real.
@@ -18,7 +18,7 @@
 #include "plugins/loop/loop_scheduler.h"
 #include "plugins/loop/loop_service.h"
 #include "plugins/loop/testing/echo_environment.h"
-#include "store/sqlite_connection.h"
+#include "store/testing/test_backend.h"
 
 namespace dsh::plugins::loop {
 namespace {
@@ -35,7 +35,7 @@ struct Host {
   std::unique_ptr<LoopService> service;
 };
 
-class LoopMultiHostTest : public ::testing::Test {
+class LoopMultiHostTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     work_.emplace(ioc_.get_executor());
@@ -57,9 +57,7 @@ class LoopMultiHostTest : public ::testing::Test {
     for (auto& m : agent::AgentManager::Migrations()) migrations.push_back(m);
     for (auto& m : Migrations()) migrations.push_back(m);
     Host h;
-    auto db = store::Database::Open(
-        std::make_unique<store::SqliteConnectionFactory>(store::SqliteOptions{.path = dir_.File("profile.db")}),
-        migrations);
+    auto db = store::Database::Open(backend_.Factory(), migrations);  // one database, a handle per host
     EXPECT_TRUE(db.ok()) << db.status().ToString();
     h.db = std::move(db).value();
     h.sessions = std::make_unique<session::SessionStore>(*h.db, clock_);
@@ -118,7 +116,7 @@ class LoopMultiHostTest : public ::testing::Test {
     FAIL() << "the schedulers never settled";
   }
 
-  dsh::testing::TempDir dir_;
+  store::testing::TestBackend backend_{GetParam()};  // outlives the hosts
   FakeClock clock_;
   std::unique_ptr<agent::ModelAdapter> echo_ = agent::MakeEchoModel();
   agent::testing::SingleModelRouter router_{*echo_};
@@ -129,7 +127,9 @@ class LoopMultiHostTest : public ::testing::Test {
   std::vector<Host> hosts_;
 };
 
-TEST_F(LoopMultiHostTest, ThreeHostsRunAThousandOccurrencesOfAHundredLoopsEachDeliveredExactlyOnce) {
+INSTANTIATE_TEST_SUITE_P(Backends, LoopMultiHostTest, store::testing::BackendNames(), store::testing::BackendTestName);
+
+TEST_P(LoopMultiHostTest, ThreeHostsRunAThousandOccurrencesOfAHundredLoopsEachDeliveredExactlyOnce) {
   std::vector<std::string> targets;
   for (int i = 0; i < 10; ++i) targets.push_back(NewSession());
   ASSERT_TRUE(hosts_[0].db->WriteSync([&](store::Tx& tx) -> Status {
@@ -150,7 +150,7 @@ TEST_F(LoopMultiHostTest, ThreeHostsRunAThousandOccurrencesOfAHundredLoopsEachDe
   EXPECT_EQ(Count("SELECT COUNT(*) FROM inbox WHERE key LIKE 'loop:%'"), 1000);
   EXPECT_EQ(Count("SELECT COUNT(DISTINCT key) FROM inbox WHERE key LIKE 'loop:%'"), 1000);
   EXPECT_EQ(Count("SELECT COUNT(*) FROM (SELECT key FROM inbox WHERE key LIKE 'loop:%' GROUP BY key"
-                  " HAVING COUNT(*) > 1)"),
+                  " HAVING COUNT(*) > 1) AS dup"),
             0)
       << "an occurrence was delivered twice";
   EXPECT_EQ(Count("SELECT COUNT(*) FROM loop_runs WHERE result = 'delivered' AND skipped = 0"), 1000);
@@ -175,7 +175,7 @@ TEST_F(LoopMultiHostTest, ThreeHostsRunAThousandOccurrencesOfAHundredLoopsEachDe
   for (const auto& [holder, n] : *shares) std::printf("  %s claimed %lld occurrences\n", holder.c_str(), static_cast<long long>(n));
 }
 
-TEST_F(LoopMultiHostTest, ALoopCreatedThroughOneHostIsDeliveredByAnotherWhileTheFirstIsStopped) {
+TEST_P(LoopMultiHostTest, ALoopCreatedThroughOneHostIsDeliveredByAnotherWhileTheFirstIsStopped) {
   std::string target = NewSession();
   hosts_[0].scheduler->Stop();  // host A's scheduler is gone; only B's runs
   hosts_[2].scheduler->Stop();

@@ -7,6 +7,7 @@
 
 #include "base/testing/temp_dir.h"
 #include "store/sqlite_connection.h"
+#include "store/testing/location.h"
 #include "store/testing/pg_test_server.h"
 
 namespace dsh::store::testing {
@@ -45,6 +46,14 @@ class TestBackend {
     }
     return PgTestServer::Factory(pg_);
   }
+  // Where the database is, for a child process (store::OpenLocation):
+  // the SQLite file's path, or "postgres:" and the conninfo.
+  std::string Location() {
+    if (!postgres()) return dir_.File("dsh.db");
+    (void)Factory();  // makes the database
+    return "postgres:" + pg_;
+  }
+
   // Starts over with an empty database (SQLite: the file is removed).
   void Recreate() {
     std::error_code ec;

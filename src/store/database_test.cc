@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <latch>
 #include <map>
+#include <mutex>
 #include <set>
 #include <thread>
 #include <utility>
@@ -595,7 +597,13 @@ TEST(PgConnection, AServerKilledMidBatchKeepsEveryAcknowledgedWriteAndNoHalfOne)
   constexpr int kThreads = 8;
   constexpr int kPerThread = 150;
   std::vector<std::vector<Status>> outcomes(kThreads, std::vector<Status>(kPerThread));
-  std::atomic<int> done{0};
+  std::mutex mu;
+  std::condition_variable progressed;
+  int done = 0;  // GUARDED_BY(mu)
+  auto wait_for = [&](int n) {
+    std::unique_lock lock(mu);
+    progressed.wait(lock, [&] { return done >= n; });
+  };
   std::vector<std::thread> writers;
   for (int t = 0; t < kThreads; ++t) {
     writers.emplace_back([&, t] {
@@ -607,13 +615,15 @@ TEST(PgConnection, AServerKilledMidBatchKeepsEveryAcknowledgedWriteAndNoHalfOne)
           }
           return Status::Ok();
         });
+        std::lock_guard lock(mu);
         ++done;
+        progressed.notify_all();
       }
     });
   }
-  while (done.load() < kThreads * kPerThread / 4) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  wait_for(kThreads * kPerThread / 4);
   ASSERT_TRUE((*server)->Kill().ok());
-  while (done.load() < kThreads * kPerThread / 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  wait_for(kThreads * kPerThread / 2);  // writes fail while it is down
   ASSERT_TRUE((*server)->Resume().ok());
   for (auto& w : writers) w.join();
 

@@ -2,7 +2,7 @@
 // `dsh web` in Debian's chromium (issue 19; spec 000 §8 and the §12 UI bullets).
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { Host, launch, screenshot, signedIn } from "./harness.mjs";
+import { Host, launch, screenshot, signedIn, waitForEvent } from "./harness.mjs";
 
 let host;
 let browser;
@@ -36,9 +36,7 @@ const create = (page) => page.getByRole("button", { name: "Create loop" }).click
 
 async function session(prompt) {
   const { session_id } = await host.tool("session_create", { prompt });
-  for (let i = 0; i < 200 && !(await host.events(session_id)).some((e) => e.type === "turn/end"); i++) {
-    await new Promise((ok) => setTimeout(ok, 25));
-  }
+  await waitForEvent(browser, host, session_id, "turn/end");  // nothing pending: a restart leaves it cold
   return session_id;
 }
 
@@ -203,12 +201,9 @@ describe("the automation panel", () => {
   test("a row opens its run history", async () => {
     const id = await session("runs land here");
     await host.tool("loop_create", { prompt: "tick each second", schedule: { kind: "every", every_seconds: 1 }, session_id: id });
-    for (let i = 0; i < 200; i++) {
-      const loop = (await allLoops()).find((l) => l.prompt === "tick each second");
-      if (loop?.last_run_at) break;
-      await new Promise((ok) => setTimeout(ok, 50));
-    }
     const page = await panel();
+    // The panel follows the registry: the row's last run appears once one was recorded.
+    await row(page, "tick each second").locator(".loop-facts dd", { hasText: "delivered" }).waitFor();
     await row(page, "tick each second").getByRole("button", { name: /^Run history/ }).click();
     const table = row(page, "tick each second").locator(".runs table");
     await table.waitFor();

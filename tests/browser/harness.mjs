@@ -143,3 +143,33 @@ export async function screenshot(page, name) {
   mkdirSync(screenshots, { recursive: true });
   await page.screenshot({ path: join(screenshots, name + ".png") });
 }
+
+// Waits, without polling, until session `id` has an event of `type` (already
+// stored or yet to come): a page of the host follows the session's event
+// stream (docs/API.md) and resolves on the first such event.
+export async function waitForEvent(browser, host, id, type, timeout = 20000) {
+  const context = await browser.newContext();
+  try {
+    const page = await context.newPage();
+    await page.goto(host.url + "/healthz");  // the host's origin, for the WebSocket
+    return await page.evaluate(
+      ({ url, type, timeout }) =>
+        new Promise((ok, fail) => {
+          const ws = new WebSocket(url);
+          const timer = setTimeout(() => fail(new Error(`no ${type} event within ${timeout} ms`)), timeout);
+          ws.onmessage = (m) => {
+            const msg = JSON.parse(m.data);
+            if (msg.type === "event" && msg.event.type === type) {
+              clearTimeout(timer);
+              ws.close();
+              ok(msg.event);
+            }
+          };
+          ws.onerror = () => fail(new Error("the event stream failed"));
+        }),
+      { url: `ws://127.0.0.1:${host.port}/api/sessions/${encodeURIComponent(id)}/stream?token=${token}`, type, timeout },
+    );
+  } finally {
+    await context.close();
+  }
+}

@@ -2,7 +2,7 @@
 // Run: npm run test:browser (scripts/test runs it after the C++ tests).
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { HoldingModel, Host, launch, screenshot, signedIn, token } from "./harness.mjs";
+import { HoldingModel, Host, launch, screenshot, signedIn, token, waitForEvent } from "./harness.mjs";
 
 let host;
 let browser;
@@ -157,13 +157,15 @@ describe("conversation", () => {
     const { session } = await host.api("POST", "/api/sessions", {});
     await host.api("POST", `/api/sessions/${session.id}/messages`, { message: "remember me" });
     // Its turn must have ended: a message still pending would resume it at the restart.
-    for (let i = 0; i < 200 && !(await host.events(session.id)).some((e) => e.type === "turn/end"); i++) {
-      await new Promise((ok) => setTimeout(ok, 25));
-    }
+    await waitForEvent(browser, host, session.id, "turn/end");
     await host.stop();
     await host.run();
     assert.equal(await host.status(session.id), "cold");
     const page = await signedIn(browser, host);
+    // Everything the page does on opening a session: read it to the end (`ready`).
+    const caughtUp = page
+      .waitForEvent("websocket", (ws) => ws.url().includes(`/api/sessions/${session.id}/stream`))
+      .then((ws) => ws.waitForEvent("framereceived", (f) => JSON.parse(String(f.payload)).type === "ready"));
     await page.goto(host.url + `/#/s/${session.id}`);
     try {
       await page.getByText("echo: remember me").waitFor({ timeout: 10000 });
@@ -171,7 +173,7 @@ describe("conversation", () => {
       await screenshot(page, "cold-failure");
       throw new Error(e.message + "\nlog: " + JSON.stringify(await host.events(session.id)) + "\nurl: " + page.url());
     }
-    await page.waitForTimeout(1500);
+    await caughtUp;
     assert.equal(await host.status(session.id), "cold");
     await page.context().close();
   });
@@ -252,15 +254,24 @@ describe("live updates and stopping", () => {
   });
 
   test("the sidebar follows sessions made elsewhere without polling", async () => {
-    const page = await signedIn(browser, host);
-    const reads = [];
-    page.on("request", (r) => r.url().endsWith("/api/tools/session_status") && reads.push(Date.now()));
+    // The page's timers run on a fake clock the test steps.
+    const context = await browser.newContext({ viewport: { width: 1200, height: 760 } });
+    await context.clock.install();
+    const page = await context.newPage();
+    const feed = page.waitForEvent("websocket", (ws) => ws.url().endsWith("/api/changes"));
+    let reads = 0;
+    page.on("request", (r) => r.url().endsWith("/api/tools/session_status") && reads++);
+    await page.goto(host.openUrl);
     await page.getByRole("navigation", { name: "Sessions" }).getByRole("listitem").first().waitFor();
-    // Quiet: nothing changes, so nothing is read (the old sidebar polled every 2 s).
-    const before = reads.length;
-    await page.waitForTimeout(2500);
-    assert.equal(reads.length, before, "no reads while nothing changes");
+    const changes = await feed;
+    // Quiet: nothing changes, so a minute passes without a read (the old sidebar polled every 2 s).
+    const before = reads;
+    await page.clock.runFor(60_000);
+    assert.equal(reads, before, "no reads while nothing changes");
+    const changed = changes.waitForEvent("framereceived", (f) => JSON.parse(String(f.payload)).type === "changed");
     const { session_id: id } = await host.tool("session_create", { prompt: "made by another client" });
+    await changed;
+    await page.clock.runFor(1_000);  // the list's re-read is throttled to one per 300 ms
     await rowStatus(page, id).waitFor();
     await page.getByRole("navigation", { name: "Sessions" }).getByText("made by another client").waitFor();
     await page.context().close();
@@ -327,9 +338,13 @@ describe("the /sessions read completion popup", () => {
 
   test("choosing never sends anything", async () => {
     const before = await host.events(target);
+    const sent = [];
+    page.on("request", (r) => r.method() === "POST" && sent.push(r.url()));
     await message(page).fill(`/sessions read ${target} `);
     await message(page).press("Enter");
-    await page.waitForTimeout(300);
+    // The choice is made (a send would have started its request by then).
+    await page.waitForFunction((t) => document.querySelector("textarea[aria-label=Message]")?.value === `/sessions read ${t} --offset `, target);
+    assert.deepEqual(sent, []);
     assert.equal(await page.getByTestId("command-result").count(), 0);
     assert.deepEqual(await host.events(target), before);
   });

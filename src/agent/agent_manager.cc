@@ -68,7 +68,7 @@ void AgentManager::Stop() {
   StopAgents(std::move(agents), /*only_if_idle=*/false);
   {
     std::unique_lock lock(mu_);
-    settled_cv_.wait(lock, [&] { return live_.empty() && !sweeping_ && !timer_armed_; });
+    settled_cv_.wait(lock, [&] { return live_.empty() && !sweeping_ && !timer_armed_ && stopping_observed_ == 0; });
   }
   Status st = db_.WriteSync([this](store::Tx& tx) {
     return tx.Exec("DELETE FROM session_leases WHERE holder = ?", {std::string_view(holder_)}).status();
@@ -372,6 +372,7 @@ void AgentManager::AgentStopped(const std::string& session_id, Agent* agent) {
     if (it != live_.end() && it->second.agent.get() == agent) {
       live_.erase(it);
       was_live = true;
+      ++stopping_observed_;
     }
     settled_cv_.notify_all();
   }
@@ -380,6 +381,9 @@ void AgentManager::AgentStopped(const std::string& session_id, Agent* agent) {
     if (o.stopped) o.stopped(session_id);
   }
   if (session::EventHub* hub = sessions_.hub()) hub->PublishChange({"session", session_id});
+  std::lock_guard lock(mu_);
+  --stopping_observed_;
+  settled_cv_.notify_all();
 }
 
 void AgentManager::StopAgents(std::vector<std::shared_ptr<Agent>> agents, bool only_if_idle) {
@@ -388,7 +392,7 @@ void AgentManager::StopAgents(std::vector<std::shared_ptr<Agent>> agents, bool o
 
 bool AgentManager::WaitUntilNotLive(const std::string& session_id, std::chrono::milliseconds timeout) {
   std::unique_lock lock(mu_);
-  return settled_cv_.wait_for(lock, timeout, [&] { return live_.count(session_id) == 0; });
+  return settled_cv_.wait_for(lock, timeout, [&] { return live_.count(session_id) == 0 && stopping_observed_ == 0; });
 }
 
 void AgentManager::EvictIdleForTesting() {

@@ -213,7 +213,7 @@ class AgentManager {
   std::string holder_;
 
   mutable std::mutex mu_;
-  std::condition_variable settled_cv_;  // live_, sweeping_ or timer_armed_ changed
+  std::condition_variable settled_cv_;  // live_, sweeping_, timer_armed_ or stopping_observed_ changed
   struct Slot {
     std::shared_ptr<Agent> agent;                      // null while resuming
     std::vector<std::function<void(Status)>> waiters;  // resume callbacks
@@ -226,6 +226,9 @@ class AgentManager {
   std::map<std::string, Slot> live_;  // GUARDED_BY(mu_)
   bool stopped_ = false;              // GUARDED_BY(mu_)
   bool sweeping_ = false;             // GUARDED_BY(mu_)
+  // Agents that left live_ whose observers are still being told; Stop() and
+  // WaitUntilNotLive() wait for them so no "stopped" arrives after they return.
+  int stopping_observed_ = 0;  // GUARDED_BY(mu_)
   bool timer_armed_ = false;          // GUARDED_BY(mu_); the timer is only touched under mu_
   // Touched only by the sweep chain, one step at a time.
   bool renewed_once_ = false;

@@ -51,10 +51,16 @@ AgentManager::~AgentManager() { Stop(); }
 
 void AgentManager::Start() {
   last_renewed_ok_ms_ = MonoMillis(clock_);
+  // A message another host accepted for a session live here: take it now
+  // rather than at the next sweep.
+  inbox_notices_ = db_.Subscribe("inbox", [this](std::string_view session_id) {
+    if (auto agent = Find(std::string(session_id))) ReloadPending(agent);
+  });
   boost::asio::post(ioc_, [this] { Sweep(); });
 }
 
 void AgentManager::Stop() {
+  inbox_notices_.reset();
   std::vector<std::shared_ptr<Agent>> agents;
   {
     std::lock_guard lock(mu_);
@@ -292,6 +298,8 @@ void AgentManager::Accept(InboxMessage message, std::optional<std::string> key,
   db_.Write(
       [msg, key = std::move(key), inserted](store::Tx& tx) -> Status {
         DSH_ASSIGN_OR_RETURN(*inserted, agent_store::Insert(tx, *msg, key));
+        // The session may be live on another host (docs/STORAGE.md, "Notices").
+        if (!inserted->duplicate) return tx.Notify("inbox", msg->session_id);
         return Status::Ok();
       },
       [this, msg, inserted, done = std::move(done), resume_route = std::move(resume_route)](Status st) {

@@ -236,6 +236,7 @@ class AgentManager {
   int64_t last_renewed_ok_ms_ = 0;  // when a renewal last committed
 
   boost::asio::steady_timer sweep_timer_;
+  store::Subscription inbox_notices_;  // set by Start, ended by Stop
 };
 
 }  // namespace dsh::agent

@@ -51,7 +51,16 @@ Result<std::unique_ptr<Host>> Host::Open(const HostOptions& options) {
                        DatabaseFactory(host->config_, host->profile_, options.env ? options.env : ProcessEnv()));
   std::vector<store::Migration> migrations = AllMigrations();
   for (const auto& m : options.plugin_migrations) migrations.push_back(m);
-  DSH_ASSIGN_OR_RETURN(host->db_, store::Database::Open(std::move(factory), std::move(migrations)));
+  store::DatabaseOptions db_options;
+  db_options.clock = host->clock_;
+  DSH_ASSIGN_OR_RETURN(host->db_, store::Database::Open(std::move(factory), std::move(migrations), db_options));
+  // On a database several machines share, every host keeps the server's
+  // time, so that they agree on what is due and when a lease ends. A test's
+  // fake clock stays as it is.
+  if (options.clock == nullptr) {
+    host->db_clock_ = std::make_unique<store::DatabaseClock>(*host->clock_, *host->db_);
+    host->clock_ = host->db_clock_.get();
+  }
   host->sessions_ = std::make_unique<session::SessionStore>(*host->db_, *host->clock_, &host->events_);
 
   agent::AgentManagerOptions agent_options;

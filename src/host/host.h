@@ -121,6 +121,7 @@ class Host {
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work_;
   std::vector<std::thread> threads_;
   std::unique_ptr<store::Database> db_;
+  std::unique_ptr<store::DatabaseClock> db_clock_;  // clock_ when the host keeps the database's time
   session::EventHub events_;
   std::unique_ptr<session::SessionStore> sessions_;
   agent::ToolRegistry tools_;

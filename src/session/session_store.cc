@@ -97,8 +97,12 @@ Status ValidateNew(const NewSession& s) {
   return Status::Ok();
 }
 
+// A named empty parent: GCC 12 warns (maybe-uninitialized) about a
+// defaulted std::nullopt temporary once the call is inlined.
+const std::optional<std::string> kNoParent;
+
 Result<SessionHeader> CreateTx(Tx& tx, const NewSession& s, int64_t now, const Clock& clock,
-                               const std::optional<std::string>& parent_id = std::nullopt, int64_t seed_length = 0) {
+                               const std::optional<std::string>& parent_id, int64_t seed_length = 0) {
   DSH_RETURN_IF_ERROR(ValidateNew(s));
   DSH_ASSIGN_OR_RETURN(TimeZone zone, ResolveTimeZone(s.time_zone));
   SessionHeader h;
@@ -487,7 +491,7 @@ void SessionStore::ReadAsync(std::function<Result<T>(store::Tx&)> job, Callback<
 
 Result<SessionHeader> SessionStore::Create(const NewSession& s) {
   return db_.WriteValue<SessionHeader>(
-      [&](Tx& tx) { return CreateTx(tx, s, ToUnixMillis(clock_.Now()), clock_); });
+      [&](Tx& tx) { return CreateTx(tx, s, ToUnixMillis(clock_.Now()), clock_, kNoParent); });
 }
 
 void SessionStore::CreateAsync(NewSession s, Callback<SessionHeader> done) {
@@ -497,7 +501,7 @@ void SessionStore::CreateAsync(NewSession s, Callback<SessionHeader> done) {
 void SessionStore::CreateWithAsync(NewSession s, CreateAlsoFn also, Callback<SessionHeader> done) {
   WriteAsync<SessionHeader>(
       [this, s = std::move(s), also = std::move(also)](Tx& tx) -> Result<SessionHeader> {
-        DSH_ASSIGN_OR_RETURN(SessionHeader h, CreateTx(tx, s, ToUnixMillis(clock_.Now()), clock_));
+        DSH_ASSIGN_OR_RETURN(SessionHeader h, CreateTx(tx, s, ToUnixMillis(clock_.Now()), clock_, kNoParent));
         if (also) DSH_RETURN_IF_ERROR(also(tx, h));
         return h;
       },

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <chrono>
 #include <functional>
 #include <initializer_list>
 #include <memory>
@@ -8,6 +9,7 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include "base/status.h"
 
@@ -59,6 +61,19 @@ class Tx {
   // runs through a temporary table.
   virtual Result<int64_t> Insert(std::string_view sql, std::span<const Value> params) = 0;
 
+  // Once this transaction commits, tells the other hosts on this database
+  // (their Database::Subscribe) that `channel` has news, with a short
+  // `payload` (a session id, a time). Nothing is sent if the transaction, or
+  // the job's savepoint, rolls back; identical notices of one transaction
+  // may arrive as one. A backend that only one machine uses (SQLite) sends
+  // nothing: notices are a hint that spares other hosts a poll, never the
+  // only way news travels.
+  virtual Status Notify(std::string_view channel, std::string_view payload) {
+    (void)channel;
+    (void)payload;
+    return Status::Ok();
+  }
+
   Result<int64_t> Exec(std::string_view sql, std::initializer_list<Value> params = {}) {
     return Exec(sql, std::span<const Value>(params.begin(), params.size()));
   }
@@ -98,6 +113,28 @@ class Connection : public Tx {
   virtual bool ErrorsAbortTransaction() const { return false; }
 };
 
+// A notice another host sent with Tx::Notify.
+struct Notification {
+  std::string channel;
+  std::string payload;
+};
+
+// A connection that waits for other hosts' notices and reads the database
+// server's clock (PostgreSQL: LISTEN). Thread-affine.
+class Listener {
+ public:
+  virtual ~Listener() = default;
+  // Subscribes to `channel` ([a-z_]+).
+  virtual Status Listen(std::string_view channel) = 0;
+  // Waits up to `timeout` for notices, or until `wake_fd` is readable (it
+  // is not read); returns the notices that arrived, except those sent
+  // through this listener's own factory (a host does not hear itself).
+  // `unavailable` once the connection is lost: open a new listener.
+  virtual Result<std::vector<Notification>> Wait(int wake_fd, std::chrono::milliseconds timeout) = 0;
+  // The database server's wall clock, in Unix milliseconds.
+  virtual Result<int64_t> ServerTimeMillis() = 0;
+};
+
 // Opens connections to one database. Thread-safe.
 class ConnectionFactory {
  public:
@@ -107,6 +144,9 @@ class ConnectionFactory {
   // one); a backend may attach work to it that follows commits, such as
   // SQLite's WAL checkpoints.
   virtual Result<std::unique_ptr<Connection>> OpenWriter() { return Open(); }
+  // A listener, for a database that hosts on several machines share; null
+  // (and no error) when the backend has none: SQLite, on this machine only.
+  virtual Result<std::unique_ptr<Listener>> OpenListener() { return std::unique_ptr<Listener>(); }
   // For messages: "sqlite /path/dsh.db".
   virtual std::string Describe() const = 0;
 };

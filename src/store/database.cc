@@ -2,8 +2,14 @@
 
 #include <spdlog/spdlog.h>
 
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <map>
+#include <set>
 
 namespace dsh::store {
 namespace {
@@ -43,11 +49,165 @@ Status Database::Start(std::vector<Migration> migrations) {
     DSH_ASSIGN_OR_RETURN(auto conn, factory_->Open());
     reader_conns.push_back(std::move(conn));
   }
+  DSH_ASSIGN_OR_RETURN(std::unique_ptr<Listener> listener, factory_->OpenListener());
+  if (listener) {
+    // Measured before the first write, so that the host's DatabaseClock is
+    // right from the start.
+    DSH_RETURN_IF_ERROR(MeasureClock(*listener));
+    if (pipe2(wake_fds_, O_CLOEXEC | O_NONBLOCK) != 0) return Internal("pipe2 failed");
+  }
   writer_ = std::thread([this, conn = std::move(writer_conn)]() mutable { WriterLoop(std::move(conn)); });
   for (auto& conn : reader_conns) {
     readers_.emplace_back([this, c = std::move(conn)]() mutable { ReaderLoop(std::move(c)); });
   }
+  if (listener) listener_ = std::thread([this, l = std::move(listener)]() mutable { ListenerLoop(std::move(l)); });
   return Status::Ok();
+}
+
+Status Database::MeasureClock(Listener& listener) {
+  const Clock& clock = options_.clock ? *options_.clock : RealClock();
+  int64_t before = ToUnixMillis(clock.Now());
+  DSH_ASSIGN_OR_RETURN(int64_t server, listener.ServerTimeMillis());
+  int64_t after = ToUnixMillis(clock.Now());
+  if (after - before > 1000) return Status::Ok();  // too slow an answer to tell
+  // Within 10 ms counts as agreeing: the clock of a host next to its
+  // database does not wobble by the round trip.
+  int64_t offset = server - (before + after) / 2;
+  if (std::abs(offset - clock_offset_ms_.load()) >= 10) {
+    if (std::abs(offset) >= 1000) {
+      spdlog::warn("this machine's clock is {} ms {} the database server's; dsh uses the server's time", std::abs(offset),
+                   offset > 0 ? "behind" : "ahead of");
+    }
+    clock_offset_ms_.store(std::abs(offset) < 10 ? 0 : offset);
+  }
+  return Status::Ok();
+}
+
+Subscription Database::Subscribe(std::string channel, std::function<void(std::string_view)> fn) {
+  uint64_t id;
+  {
+    std::lock_guard lock(sub_mu_);
+    id = next_subscriber_++;
+    subscribers_[id] = Subscriber{std::move(channel), std::move(fn)};
+  }
+  if (listener_.joinable()) {
+    // Returns once the listener listens on the channel, so that a notice
+    // sent after this returns is heard (unless the listener is down).
+    WakeListener();
+    std::unique_lock lock(listen_mu_);
+    listen_cv_.wait_for(lock, std::chrono::seconds(2), [&] { return listening_up_to_ >= id; });
+  }
+  return Subscription(this, id);
+}
+
+void Database::Unsubscribe(uint64_t id) {
+  std::lock_guard lock(sub_mu_);
+  subscribers_.erase(id);
+}
+
+void Subscription::reset() {
+  if (db_ != nullptr) std::exchange(db_, nullptr)->Unsubscribe(id_);
+}
+
+Subscription& Subscription::operator=(Subscription&& o) noexcept {
+  if (this != &o) {
+    reset();
+    db_ = std::exchange(o.db_, nullptr);
+    id_ = o.id_;
+  }
+  return *this;
+}
+
+void Database::WakeListener() {
+  if (wake_fds_[1] >= 0) {
+    char byte = 1;
+    (void)!write(wake_fds_[1], &byte, 1);
+  }
+}
+
+// Listens on every subscribed channel, hands each notice to its
+// subscribers, re-measures the server's clock, and reopens a lost listener
+// with backoff (logging once per outage).
+void Database::ListenerLoop(std::unique_ptr<Listener> listener) {
+  std::set<std::string> listening;
+  auto next_measure = std::chrono::steady_clock::now() + options_.clock_every;
+  std::chrono::milliseconds backoff{100};
+  bool outage = false;
+  auto lost = [&](const Status& st) {
+    if (!outage) {
+      spdlog::warn("lost the listening connection to {}: {} (other hosts' notices are missed until it is back; "
+                   "polling goes on)",
+                   description_, st.message());
+    }
+    outage = true;
+    listener.reset();
+  };
+  for (;;) {
+    {
+      std::lock_guard lock(mu_);
+      if (closing_) return;
+    }
+    if (!listener) {
+      auto opened = factory_->OpenListener();
+      if (!opened.ok() || !*opened) {
+        pollfd p{wake_fds_[0], POLLIN, 0};
+        poll(&p, 1, static_cast<int>(backoff.count()));
+        backoff = std::min<std::chrono::milliseconds>(backoff * 2, std::chrono::seconds(5));
+        continue;
+      }
+      listener = std::move(opened).value();
+      listening.clear();
+      backoff = std::chrono::milliseconds(100);
+      if (outage) spdlog::info("the listening connection to {} is back", description_);
+      outage = false;
+    }
+    std::vector<std::string> wanted;
+    uint64_t up_to = 0;
+    {
+      std::lock_guard lock(sub_mu_);
+      for (const auto& [id, sub] : subscribers_) wanted.push_back(sub.channel);
+      up_to = next_subscriber_ - 1;
+    }
+    Status st = Status::Ok();
+    for (const std::string& channel : wanted) {
+      if (listening.count(channel)) continue;
+      st = listener->Listen(channel);
+      if (!st.ok()) break;
+      listening.insert(channel);
+    }
+    if (!st.ok()) {
+      lost(st);
+      continue;
+    }
+    {
+      std::lock_guard lock(listen_mu_);
+      listening_up_to_ = up_to;
+    }
+    listen_cv_.notify_all();
+    auto now = std::chrono::steady_clock::now();
+    if (now >= next_measure) {
+      if (Status m = MeasureClock(*listener); !m.ok()) {
+        lost(m);
+        continue;
+      }
+      next_measure = now + options_.clock_every;
+    }
+    auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next_measure - now);
+    auto got = listener->Wait(wake_fds_[0], std::max(wait, std::chrono::milliseconds(1)));
+    char drain[64];
+    while (read(wake_fds_[0], drain, sizeof drain) > 0) {
+    }
+    if (!got.ok()) {
+      lost(got.status());
+      continue;
+    }
+    for (const Notification& n : *got) {
+      std::lock_guard lock(sub_mu_);
+      for (const auto& [id, sub] : subscribers_) {
+        if (sub.channel == n.channel) sub.fn(n.payload);
+      }
+    }
+  }
 }
 
 Database::~Database() { Close(); }
@@ -59,9 +219,14 @@ void Database::Close() {
   }
   write_cv_.notify_all();
   read_cv_.notify_all();
+  WakeListener();
   if (writer_.joinable()) writer_.join();
   for (auto& t : readers_) {
     if (t.joinable()) t.join();
+  }
+  if (listener_.joinable()) listener_.join();
+  for (int& fd : wake_fds_) {
+    if (fd >= 0) close(std::exchange(fd, -1));
   }
 }
 

@@ -6,13 +6,16 @@
 #include <deque>
 #include <functional>
 #include <future>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/status.h"
 #include "store/connection.h"
 
@@ -33,6 +36,30 @@ struct DatabaseOptions {
   // How long after a transaction began it may wait for a burst of writes
   // (Database::TakeMore); zero: it takes only what is queued when it begins.
   std::chrono::microseconds max_gather{300};
+  // The clock whose distance to the database server's clock
+  // clock_offset_ms() measures (RealClock() when null), on a backend that
+  // several machines share; re-measured every `clock_every`.
+  const Clock* clock = nullptr;
+  std::chrono::milliseconds clock_every{std::chrono::seconds(60)};
+};
+
+class Database;
+
+// A subscription to other hosts' notices (Database::Subscribe); ends when
+// destroyed or reset, waiting for a call in progress. Destroy it before the
+// Database.
+class Subscription {
+ public:
+  Subscription() = default;
+  Subscription(Database* db, uint64_t id) : db_(db), id_(id) {}
+  Subscription(Subscription&& o) noexcept : db_(std::exchange(o.db_, nullptr)), id_(o.id_) {}
+  Subscription& operator=(Subscription&& o) noexcept;
+  ~Subscription() { reset(); }
+  void reset();
+
+ private:
+  Database* db_ = nullptr;
+  uint64_t id_ = 0;
 };
 
 // The profile database: one writer thread that commits write jobs in groups,
@@ -106,6 +133,21 @@ class Database {
   Result<T> ReadValue(std::function<Result<T>(Tx&)> job) {
     return RunValue<T>(&Database::ReadSync, std::move(job));
   }
+
+  // Calls `fn` with the payload of each notice another host sent on
+  // `channel` with Tx::Notify, after its transaction committed. Calls come
+  // on the database's listener thread, one at a time: be quick, post real
+  // work elsewhere, and never end a Subscription inside one. Returns once
+  // the listener listens on `channel` (or after 2 s when it is down).
+  // Notices are hints: one sent while this host's listener reconnects is
+  // lost, and a backend on one machine (SQLite) has none, so subscribers
+  // keep a slower poll as well.
+  [[nodiscard]] Subscription Subscribe(std::string channel, std::function<void(std::string_view payload)> fn);
+
+  // How far the database server's wall clock is ahead of
+  // DatabaseOptions::clock, in milliseconds: 0 on a backend on this machine
+  // and until the first measurement. See DatabaseClock.
+  int64_t clock_offset_ms() const { return clock_offset_ms_.load(std::memory_order_relaxed); }
 
   // Stops accepting jobs, finishes every queued job (commits included) and
   // joins the threads. Idempotent.
@@ -188,6 +230,41 @@ class Database {
 
   std::thread writer_;
   std::vector<std::thread> readers_;
+
+  // Notices and the server clock (a backend with a Listener only).
+  friend class Subscription;
+  void Unsubscribe(uint64_t id);
+  void ListenerLoop(std::unique_ptr<Listener> listener);
+  Status MeasureClock(Listener& listener);
+  void WakeListener();
+  struct Subscriber {
+    std::string channel;
+    std::function<void(std::string_view)> fn;
+  };
+  std::mutex sub_mu_;                        // held while a subscriber is called
+  std::map<uint64_t, Subscriber> subscribers_;  // GUARDED_BY(sub_mu_)
+  uint64_t next_subscriber_ = 1;             // GUARDED_BY(sub_mu_)
+  std::mutex listen_mu_;
+  std::condition_variable listen_cv_;
+  uint64_t listening_up_to_ = 0;  // GUARDED_BY(listen_mu_): subscribers up to this id are listened for
+  std::atomic<int64_t> clock_offset_ms_{0};
+  int wake_fds_[2] = {-1, -1};  // a pipe that interrupts the listener's wait
+  std::thread listener_;
+};
+
+// The wall clock every host on one database agrees on: `base` moved by the
+// database server's offset (Database::clock_offset_ms), so hosts on
+// machines whose clocks disagree still agree on what is due and when a
+// lease expires. Monotonic time is base's. Thread-safe.
+class DatabaseClock final : public Clock {
+ public:
+  DatabaseClock(const Clock& base, const Database& db) : base_(base), db_(db) {}
+  WallTime Now() const override { return base_.Now() + std::chrono::milliseconds(db_.clock_offset_ms()); }
+  MonoTime MonotonicNow() const override { return base_.MonotonicNow(); }
+
+ private:
+  const Clock& base_;
+  const Database& db_;
 };
 
 // Applies `migrations` through `conn` inside one write transaction. Exposed

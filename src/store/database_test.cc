@@ -22,6 +22,7 @@
 #include "store/testing/faulty_connection.h"
 #include "store/testing/pg_test_server.h"
 #include "store/testing/test_backend.h"
+#include "base/clock.h"
 #include "base/testing/log_capture.h"
 #include "base/testing/temp_dir.h"
 
@@ -694,6 +695,88 @@ TEST(PgConnection, ReadsBooleansAndNumericsAsSqliteWould) {
   testing::PgTestServer::DropDatabase(*conninfo);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(*r, (std::vector<int64_t>{1, 1, 7, 7}));
+}
+
+// What a host's subscriber heard, for waiting on it.
+struct Heard {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::string> payloads;
+
+  std::function<void(std::string_view)> Fn() {
+    return [this](std::string_view p) {
+      std::lock_guard lock(mu);
+      payloads.emplace_back(p);
+      cv.notify_all();
+    };
+  }
+  std::vector<std::string> WaitFor(size_t n) {
+    std::unique_lock lock(mu);
+    cv.wait_for(lock, std::chrono::seconds(10), [&] { return payloads.size() >= n; });
+    return payloads;
+  }
+};
+
+TEST(PgConnection, NoticesReachTheOtherHostsOnceCommittedAndNeverTheSender) {
+  auto conninfo = testing::PgTestServer::NewDatabase();
+  ASSERT_TRUE(conninfo.ok()) << conninfo.status().ToString();
+  auto a = Database::Open(testing::PgTestServer::Factory(*conninfo), Notes());
+  auto b = Database::Open(testing::PgTestServer::Factory(*conninfo), Notes());
+  ASSERT_TRUE(a.ok() && b.ok());
+  Heard heard_a, heard_b, heard_other;
+  Subscription sa = (*a)->Subscribe("notes", heard_a.Fn());
+  Subscription sb = (*b)->Subscribe("notes", heard_b.Fn());
+  Subscription so = (*b)->Subscribe("other", heard_other.Fn());
+  auto notify = [](std::string payload, bool fail) {
+    return [payload, fail](Tx& tx) -> Status {
+      DSH_RETURN_IF_ERROR(tx.Notify("notes", payload));
+      return fail ? Status("nope", "rolled back") : Status::Ok();
+    };
+  };
+  EXPECT_EQ((*a)->WriteSync(notify("rolled back", true)).code(), "nope");
+  EXPECT_TRUE((*a)->WriteSync(notify("one", false)).ok());
+  EXPECT_EQ((*b)->WriteSync([](Tx& tx) { return tx.Notify("Bad-Name", "x"); }).code(), codes::kInvalidArguments);
+  EXPECT_TRUE((*b)->WriteSync(notify("from b", false)).ok());
+  // Each listener hears notices in commit order: once A heard B's, it would
+  // have heard its own "one" too, had it been sent to it.
+  EXPECT_EQ(heard_a.WaitFor(1), std::vector<std::string>{"from b"});
+  EXPECT_EQ(heard_b.WaitFor(1), std::vector<std::string>{"one"});
+  EXPECT_TRUE(heard_other.WaitFor(0).empty());
+  sa.reset();
+  sb.reset();
+  so.reset();
+  a->reset();
+  b->reset();
+  testing::PgTestServer::DropDatabase(*conninfo);
+}
+
+TEST(PgConnection, AHostKeepsTheServersTimeWhateverItsOwnClockSays) {
+  auto conninfo = testing::PgTestServer::NewDatabase();
+  ASSERT_TRUE(conninfo.ok()) << conninfo.status().ToString();
+  FakeClock skewed;  // 2026-01-01, months away from the server's clock
+  DatabaseOptions options;
+  options.clock = &skewed;
+  auto db = Database::Open(testing::PgTestServer::Factory(*conninfo), Notes(), options);
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  DatabaseClock clock(skewed, **db);
+  int64_t real = ToUnixMillis(std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now()));
+  EXPECT_NEAR(static_cast<double>(ToUnixMillis(clock.Now())), static_cast<double>(real), 2000.0);
+  EXPECT_EQ(clock.MonotonicNow(), skewed.MonotonicNow());
+  db->reset();
+  testing::PgTestServer::DropDatabase(*conninfo);
+}
+
+TEST(SqliteConnection, OnOneMachineTheClockIsTheHostsAndNoticesAreNoOps) {
+  dsh::testing::TempDir dir;
+  FakeClock skewed;
+  DatabaseOptions options;
+  options.clock = &skewed;
+  auto db = Database::Open(std::make_unique<SqliteConnectionFactory>(SqliteOptions{.path = dir.File("dsh.db")}), Notes(),
+                           options);
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  EXPECT_EQ((*db)->clock_offset_ms(), 0);
+  Subscription sub = (*db)->Subscribe("notes", [](std::string_view) { ADD_FAILURE() << "SQLite has no notices"; });
+  EXPECT_TRUE((*db)->WriteSync([](Tx& tx) { return tx.Notify("notes", "x"); }).ok());
 }
 
 }  // namespace

@@ -2,10 +2,14 @@
 
 #include <fmt/format.h>
 #include <libpq-fe.h>
+#include <poll.h>
+#include <unistd.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
@@ -57,10 +61,34 @@ class PgRow final : public Row {
   int row_;
 };
 
+// Notices travel as `pg_notify('dsh_' || channel, origin || '|' || payload)`:
+// the origin names the factory (the host) that sent them, so that its own
+// listener drops them.
+constexpr std::string_view kChannelPrefix = "dsh_";
+
+bool ValidChannel(std::string_view channel) {
+  return !channel.empty() && channel.size() < 40 &&
+         std::all_of(channel.begin(), channel.end(), [](char c) { return (c >= 'a' && c <= 'z') || c == '_'; });
+}
+
+std::string Trimmed(const char* m) {
+  std::string s = m ? m : "";
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
 class PgConnection final : public Connection {
  public:
-  PgConnection(PGconn* conn, std::string describe) : conn_(conn), describe_(std::move(describe)) {}
+  PgConnection(PGconn* conn, std::string describe, std::string origin)
+      : conn_(conn), describe_(std::move(describe)), origin_(std::move(origin)) {}
   ~PgConnection() override { PQfinish(conn_); }
+
+  Status Notify(std::string_view channel, std::string_view payload) override {
+    if (!ValidChannel(channel)) return InvalidArguments("bad notification channel \"" + std::string(channel) + "\"");
+    std::string name = std::string(kChannelPrefix) + std::string(channel);
+    std::string text = origin_ + "|" + std::string(payload);
+    return Tx::Exec("SELECT pg_notify(?, ?)", {std::string_view(name), std::string_view(text)}).status();
+  }
 
   Result<int64_t> Exec(std::string_view sql, std::span<const Value> params) override {
     DSH_ASSIGN_OR_RETURN(PgResult r, Run(sql, params));
@@ -167,12 +195,6 @@ class PgConnection final : public Connection {
     }
   }
 
-  static std::string Trimmed(const char* m) {
-    std::string s = m ? m : "";
-    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-    return s;
-  }
-
   Status Simple(const std::string& sql) {
     PgResult r(PQexec(conn_, sql.c_str()));
     ExecStatusType s = PQresultStatus(r.get());
@@ -264,11 +286,82 @@ class PgConnection final : public Connection {
 
   PGconn* conn_;
   const std::string describe_;
+  const std::string origin_;
   std::unordered_map<std::string, std::string> prepared_;  // key -> statement name
   int64_t total_changes_ = 0;
 };
 
+class PgListener final : public Listener {
+ public:
+  PgListener(PGconn* conn, std::string origin) : conn_(conn), origin_(std::move(origin)) {}
+  ~PgListener() override { PQfinish(conn_); }
+
+  Status Listen(std::string_view channel) override {
+    if (!ValidChannel(channel)) return InvalidArguments("bad notification channel \"" + std::string(channel) + "\"");
+    return Simple("LISTEN " + std::string(kChannelPrefix) + std::string(channel));
+  }
+
+  Result<std::vector<Notification>> Wait(int wake_fd, std::chrono::milliseconds timeout) override {
+    std::vector<Notification> out;
+    Take(out);  // those that came with the answer to an earlier command
+    if (out.empty()) {
+      pollfd fds[2] = {{PQsocket(conn_), POLLIN, 0}, {wake_fd, POLLIN, 0}};
+      int n = poll(fds, wake_fd >= 0 ? 2 : 1, static_cast<int>(timeout.count()));
+      if (n < 0 && errno != EINTR) return Status(codes::kUnavailable, std::string("poll: ") + std::strerror(errno));
+      if (n > 0 && fds[0].revents != 0) {
+        if (PQconsumeInput(conn_) == 0 || PQstatus(conn_) == CONNECTION_BAD) {
+          return Status(codes::kUnavailable, "the listening connection was lost: " + Trimmed(PQerrorMessage(conn_)));
+        }
+        Take(out);
+      }
+    }
+    return out;
+  }
+
+  Result<int64_t> ServerTimeMillis() override {
+    PgResult r(PQexec(conn_, "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint"));
+    if (PQresultStatus(r.get()) != PGRES_TUPLES_OK || PQntuples(r.get()) != 1) {
+      return Status(PQstatus(conn_) == CONNECTION_BAD ? codes::kUnavailable : codes::kStorage,
+                    "reading the server's clock: " + Trimmed(PQerrorMessage(conn_)));
+    }
+    return static_cast<int64_t>(std::strtoll(PQgetvalue(r.get(), 0, 0), nullptr, 10));
+  }
+
+ private:
+  void Take(std::vector<Notification>& out) {
+    while (PGnotify* n = PQnotifies(conn_)) {
+      std::string_view channel = n->relname;
+      std::string_view extra = n->extra;
+      size_t bar = extra.find('|');
+      if (channel.starts_with(kChannelPrefix) && bar != std::string_view::npos && extra.substr(0, bar) != origin_) {
+        out.push_back({std::string(channel.substr(kChannelPrefix.size())), std::string(extra.substr(bar + 1))});
+      }
+      PQfreemem(n);
+    }
+  }
+
+  Status Simple(const std::string& sql) {
+    PgResult r(PQexec(conn_, sql.c_str()));
+    if (PQresultStatus(r.get()) == PGRES_COMMAND_OK) return Status::Ok();
+    return Status(PQstatus(conn_) == CONNECTION_BAD ? codes::kUnavailable : codes::kStorage,
+                  Trimmed(PQerrorMessage(conn_)) + " (in: " + sql + ")");
+  }
+
+  PGconn* conn_;
+  const std::string origin_;
+};
+
+// A random name for the notices of one factory.
+std::string NewOrigin() {
+  static std::atomic<uint64_t> counter{0};
+  uint64_t seed = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+                  (static_cast<uint64_t>(getpid()) << 40) ^ (counter.fetch_add(1) * 0x9E3779B97F4A7C15ull);
+  return fmt::format("{:016x}", seed);
+}
+
 }  // namespace
+
+PgConnectionFactory::PgConnectionFactory(PgOptions options) : options_(std::move(options)), origin_(NewOrigin()) {}
 
 std::string TranslateForPostgres(std::string_view sql) {
   static constexpr std::string_view kPostgres = "/*postgres:";
@@ -342,20 +435,29 @@ std::string PgConnectionFactory::Describe() const {
   return out;
 }
 
-Result<std::unique_ptr<Connection>> PgConnectionFactory::Open() {
+Result<PGconn*> PgConnectionFactory::Connect() const {
   PGconn* conn = PQconnectdb(options_.url.c_str());
   if (PQstatus(conn) != CONNECTION_OK) {
-    std::string msg = PQerrorMessage(conn);
-    while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
+    std::string msg = Trimmed(PQerrorMessage(conn));
     PQfinish(conn);
     return Status(codes::kUnavailable, "cannot connect to " + Describe() + ": " + msg);
   }
   // The server's notices (and libpq's own) go to the debug log, not stderr.
   PQsetNoticeProcessor(
       conn, [](void*, const char* message) { spdlog::debug("postgres: {}", message); }, nullptr);
-  auto c = std::make_unique<PgConnection>(conn, Describe());
+  return conn;
+}
+
+Result<std::unique_ptr<Connection>> PgConnectionFactory::Open() {
+  DSH_ASSIGN_OR_RETURN(PGconn * conn, Connect());
+  auto c = std::make_unique<PgConnection>(conn, Describe(), origin_);
   if (Status st = c->Configure(); !st.ok()) return st.WithContext("cannot configure " + Describe());
   return std::unique_ptr<Connection>(std::move(c));
+}
+
+Result<std::unique_ptr<Listener>> PgConnectionFactory::OpenListener() {
+  DSH_ASSIGN_OR_RETURN(PGconn * conn, Connect());
+  return std::unique_ptr<Listener>(std::make_unique<PgListener>(conn, origin_));
 }
 
 }  // namespace dsh::store

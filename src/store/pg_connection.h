@@ -5,6 +5,8 @@
 
 #include "store/connection.h"
 
+struct pg_conn;  // libpq's PGconn
+
 namespace dsh::store {
 
 struct PgOptions {
@@ -35,15 +37,23 @@ struct PgOptions {
 // a COMMIT whose answer was lost is `persistence_uncertain`; anything else
 // is `storage_error`. A statement that fails inside a transaction aborts it
 // (ErrorsAbortTransaction), unlike SQLite.
+//
+// Notices (Tx::Notify) are `pg_notify` calls in the transaction, heard by
+// the other factories' listeners (LISTEN), which also read the server's
+// clock (clock_timestamp()).
 class PgConnectionFactory final : public ConnectionFactory {
  public:
-  explicit PgConnectionFactory(PgOptions options) : options_(std::move(options)) {}
+  explicit PgConnectionFactory(PgOptions options);
   Result<std::unique_ptr<Connection>> Open() override;
+  Result<std::unique_ptr<Listener>> OpenListener() override;
   // "postgres host:port/dbname as user", without the password.
   std::string Describe() const override;
 
  private:
+  Result<::pg_conn*> Connect() const;
+
   PgOptions options_;
+  const std::string origin_;  // names this factory's notices
 };
 
 // The portable SQL in PostgreSQL's form (see PgConnectionFactory).

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "agent/agent_manager.h"
+#include "agent/testing/event_waiter.h"
 #include "agent/testing/scripted_model.h"
 #include "base/testing/temp_dir.h"
 #include "plugins/loop/loop_scheduler.h"
@@ -29,6 +30,7 @@ constexpr int64_t kStart = 1'767'225'600'000;  // FakeClock's default: 2026-01-0
 
 struct Host {
   std::unique_ptr<store::Database> db;
+  std::unique_ptr<session::EventHub> hub = std::make_unique<session::EventHub>();
   std::unique_ptr<session::SessionStore> sessions;
   std::unique_ptr<agent::AgentManager> agents;
   std::unique_ptr<LoopScheduler> scheduler;
@@ -60,7 +62,7 @@ class LoopMultiHostTest : public ::testing::TestWithParam<std::string> {
     auto db = store::Database::Open(backend_.Factory(), migrations);  // one database, a handle per host
     EXPECT_TRUE(db.ok()) << db.status().ToString();
     h.db = std::move(db).value();
-    h.sessions = std::make_unique<session::SessionStore>(*h.db, clock_);
+    h.sessions = std::make_unique<session::SessionStore>(*h.db, clock_, h.hub.get());
     agent::AgentEnvironment agent_env;
     agent_env.preset = [](const std::optional<std::string>&) { return agent::PresetView{}; };
     agent::AgentManagerOptions agent_options;
@@ -71,7 +73,7 @@ class LoopMultiHostTest : public ::testing::TestWithParam<std::string> {
     h.agents->Start();
     LoopEnvironment env = loop::testing::EchoEnvironment();
     SchedulerOptions options;
-    options.max_wait = 1s;  // how soon a loop another host created is noticed
+    options.max_wait = max_wait_;  // how soon a loop another host created is noticed without a notice
     options.batch = 16;     // several claim transactions per period, so the hosts interleave
     h.scheduler = std::make_unique<LoopScheduler>(ioc_, *h.db, *h.sessions, *h.agents, clock_, env, options);
     h.service = std::make_unique<LoopService>(*h.db, *h.sessions, *h.scheduler, clock_);
@@ -117,6 +119,7 @@ class LoopMultiHostTest : public ::testing::TestWithParam<std::string> {
   }
 
   store::testing::TestBackend backend_{GetParam()};  // outlives the hosts
+  std::chrono::milliseconds max_wait_ = 1s;
   FakeClock clock_;
   std::unique_ptr<agent::ModelAdapter> echo_ = agent::MakeEchoModel();
   agent::testing::SingleModelRouter router_{*echo_};
@@ -128,6 +131,39 @@ class LoopMultiHostTest : public ::testing::TestWithParam<std::string> {
 };
 
 INSTANTIATE_TEST_SUITE_P(Backends, LoopMultiHostTest, store::testing::BackendNames(), store::testing::BackendTestName);
+
+// Schedulers that look for loops they were not told of only every minute:
+// what they claim sooner, they heard of by notice (PostgreSQL only).
+class LoopNoticeTest : public LoopMultiHostTest {
+ protected:
+  void SetUp() override {
+    max_wait_ = 60s;
+    LoopMultiHostTest::SetUp();
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Postgres, LoopNoticeTest, ::testing::Values(std::string("postgres")),
+                         store::testing::BackendTestName);
+
+TEST_P(LoopNoticeTest, ALoopWrittenThroughOneHostIsClaimedAtOnceByAnother) {
+  std::string target = NewSession();
+  hosts_[0].scheduler->Stop();
+  hosts_[2].scheduler->Stop();  // only B schedules; it started with nothing to do and waits a minute
+  agent::testing::EventWaiter waiter(*hosts_[1].hub);
+  ASSERT_TRUE(hosts_[0].db->WriteSync([&](store::Tx& tx) {
+                LoopRecord l{.loop_id = "loop_now", .prompt = "due now"};
+                l.schedule = Schedule{ScheduleKind::kEvery, 60, "", std::nullopt};
+                l.target = target;
+                l.created_at = kStart;
+                l.due_at = kStart;
+                return registry::Insert(tx, l);
+              }).ok());
+  auto log = waiter.WaitForTurnEnds(target, 1);  // 10 s at most: far sooner than B's minute
+  ASSERT_EQ(agent::testing::EventWaiter::Count(log, agent::event_types::kTurnEnd), 1u);
+  EXPECT_EQ(Count("SELECT COUNT(*) FROM loop_runs WHERE result = 'delivered' AND claimed_by = '" +
+                  hosts_[1].agents->holder() + "'"),
+            1);
+}
 
 TEST_P(LoopMultiHostTest, ThreeHostsRunAThousandOccurrencesOfAHundredLoopsEachDeliveredExactlyOnce) {
   std::vector<std::string> targets;

@@ -191,11 +191,15 @@ Status Insert(Tx& tx, const LoopRecord& l) {
       " retry_nominal, next_at, failures, state, last_run_at, last_result, last_error, version)"
       " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
       params);
-  return r.status();
+  DSH_RETURN_IF_ERROR(r.status());
+  // Whichever host is due first claims it.
+  auto next = l.next_at();
+  return tx.Notify(kLoopsChannel, next ? std::to_string(*next) : "");
 }
 
 Result<bool> Delete(Tx& tx, const std::string& loop_id) {
   DSH_ASSIGN_OR_RETURN(int64_t n, tx.Exec("DELETE FROM loops WHERE loop_id = ?", {std::string_view(loop_id)}));
+  if (n > 0) DSH_RETURN_IF_ERROR(tx.Notify(kLoopsChannel, ""));
   return n > 0;
 }
 

@@ -79,8 +79,15 @@ Json LoopViewJson(const LoopRecord& loop, int64_t now);
 // owner as of `now`: unexpired, and not a dead process of this machine.
 bool ClaimIsLive(const std::string& holder, int64_t expires, int64_t now);
 
+// The notice channel of loop changes (store::Tx::Notify), heard by the
+// other hosts' schedulers: the payload is the Unix ms a new loop next acts
+// at, or empty for any other change (a delete, a claim, a record), which
+// only views need to hear of.
+inline constexpr std::string_view kLoopsChannel = "loops";
+
 namespace registry {
 
+// Insert and Delete send the kLoopsChannel notice.
 Status Insert(store::Tx& tx, const LoopRecord& loop);
 // False when there is no such loop.
 Result<bool> Delete(store::Tx& tx, const std::string& loop_id);

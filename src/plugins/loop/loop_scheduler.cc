@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <memory>
 #include <utility>
 
@@ -73,10 +74,17 @@ void LoopScheduler::Start() {
     if (started_ || stopped_) return;
     started_ = true;
   }
+  notices_ = db_.Subscribe(std::string(kLoopsChannel), [this](std::string_view payload) {
+    int64_t next_at = 0;
+    auto [end, ec] = std::from_chars(payload.data(), payload.data() + payload.size(), next_at);
+    if (ec == std::errc() && end == payload.data() + payload.size() && !payload.empty()) Expect(next_at);
+    AnnounceChange();
+  });
   boost::asio::post(strand_, [this] { Tick(); });
 }
 
 void LoopScheduler::Stop() {
+  notices_.reset();
   std::unique_lock lock(mu_);
   if (stopped_) return;
   stopped_ = true;
@@ -162,7 +170,7 @@ void LoopScheduler::Tick() {
         if (static_cast<int>(batch->claims.size()) < options_.batch) {
           DSH_ASSIGN_OR_RETURN(batch->next_wake, registry::NextWake(tx));
         }
-        return Status::Ok();
+        return batch->claims.empty() ? Status::Ok() : tx.Notify(kLoopsChannel, "");
       },
       [this, batch](Status st) {
         if (!st.ok()) {
@@ -197,7 +205,11 @@ void LoopScheduler::DeliverAndRecord(const registry::Claim& claim) {
   Deliver(claim, [this, claim](registry::Outcome out) {
     if (out.delivered && options_.on_step) options_.on_step(SchedulerStep::kDeliveryAccepted, claim);
     int64_t at = ToUnixMillis(clock_.Now());
-    db_.Write([claim, out = std::move(out), at](store::Tx& tx) { return registry::Record(tx, claim, out, at); },
+    db_.Write(
+        [claim, out = std::move(out), at](store::Tx& tx) -> Status {
+          DSH_RETURN_IF_ERROR(registry::Record(tx, claim, out, at));
+          return tx.Notify(kLoopsChannel, "");
+        },
               [this, claim](Status st) {
                 if (st.ok()) AnnounceChange();
                 if (st.ok() && options_.on_step) options_.on_step(SchedulerStep::kRecordCommitted, claim);

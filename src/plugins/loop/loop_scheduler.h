@@ -126,6 +126,7 @@ class LoopScheduler {
   SchedulerOptions options_;
   boost::asio::strand<boost::asio::io_context::executor_type> strand_;
   boost::asio::steady_timer timer_;
+  store::Subscription notices_;  // other hosts' loop changes; set by Start, ended by Stop
 
   // Strand state.
   bool ticking_ = false;

@@ -27,6 +27,9 @@ class FaultyConnection final : public Connection {
   Result<int64_t> Insert(std::string_view sql, std::span<const Value> params) override {
     return inner_->Insert(sql, params);
   }
+  Status Notify(std::string_view channel, std::string_view payload) override {
+    return inner_->Notify(channel, payload);
+  }
   Status BeginWrite() override { return inner_->BeginWrite(); }
   Status BeginRead() override { return inner_->BeginRead(); }
   Status Commit() override {
@@ -55,6 +58,7 @@ class FaultyFactory final : public ConnectionFactory {
       : inner_(std::move(inner)), faults_(std::move(faults)) {}
   Result<std::unique_ptr<Connection>> Open() override { return Wrap(inner_->Open()); }
   Result<std::unique_ptr<Connection>> OpenWriter() override { return Wrap(inner_->OpenWriter()); }
+  Result<std::unique_ptr<Listener>> OpenListener() override { return inner_->OpenListener(); }
   std::string Describe() const override { return "faulty " + inner_->Describe(); }
 
  private:

@@ -40,6 +40,14 @@ void EventStream::OnOpen(std::shared_ptr<WebSocketConnection> connection) {
         net::post(ex, [weak, d] {
           if (auto self = weak.lock()) self->OnDelta(d);
         });
+      },
+      [weak = weak_from_this(), ex = connection_->executor()](const std::string&) {
+        net::post(ex, [weak] {
+          if (auto self = weak.lock()) {
+            self->remote_pending_ = true;
+            self->Pump();
+          }
+        });
       });
   Pump();
 }
@@ -89,28 +97,35 @@ void EventStream::Pump() {
     }
   }
   int64_t want = options_.page;
+  bool remote = false;
   if (backlog_done_) {
     int64_t upto = live_.empty() ? known_seq_ : live_.front().seq - 1;
-    if (upto <= last_sent_seq_) return;  // caught up
-    want = std::min(want, upto - last_sent_seq_);
+    if (upto > last_sent_seq_) {
+      want = std::min(want, upto - last_sent_seq_);
+    } else if (remote_pending_ && live_.empty()) {
+      remote = true;  // another host appended: read what is there
+    } else {
+      return;  // caught up
+    }
   }
   if (connection_->queued_messages() >= static_cast<size_t>(options_.page)) {
     waiting_drain_ = true;  // OnDrained resumes
     return;
   }
   reading_ = true;
+  if (remote) remote_pending_ = false;
   auto guard = std::make_shared<net::executor_work_guard<net::any_io_executor>>(connection_->executor());
   store_.ReadEventsAsync(session_id_, last_sent_seq_, want,
                          [self = shared_from_this(), ex = connection_->executor(), guard,
-                          want](Result<std::vector<Event>> read) {
-                           net::post(ex, [self, want, read = std::move(read)]() mutable {
-                             self->OnStoreRead(want, std::move(read));
+                          want, remote](Result<std::vector<Event>> read) {
+                           net::post(ex, [self, want, remote, read = std::move(read)]() mutable {
+                             self->OnStoreRead(want, remote, std::move(read));
                            });
                            guard->reset();
                          });
 }
 
-void EventStream::OnStoreRead(int64_t asked, Result<std::vector<Event>> read) {
+void EventStream::OnStoreRead(int64_t asked, bool remote, Result<std::vector<Event>> read) {
   reading_ = false;
   if (!connection_ || connection_->closing()) return;
   if (!read.ok()) return Fail(read.status());
@@ -128,6 +143,9 @@ void EventStream::OnStoreRead(int64_t asked, Result<std::vector<Event>> read) {
       backlog_done_ = true;
       if (!connection_->Send(DumpJson(Json{{"type", "ready"}, {"last_seq", last_sent_seq_}}))) return;
     }
+  } else if (remote) {
+    // A full page: there may be more.
+    if (static_cast<int64_t>(read->size()) == asked) remote_pending_ = true;
   } else if (read->empty()) {
     // The hub announced events the store does not have: reading again
     // would spin.

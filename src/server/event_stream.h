@@ -56,7 +56,8 @@ class EventStream final : public WebSocketSession, public std::enable_shared_fro
   void OnDelta(const session::EventHub::Delta& delta);
   // Sends what can be sent, then starts the store read that is due, if any.
   void Pump();
-  void OnStoreRead(int64_t asked, Result<std::vector<session::Event>> read);
+  // `remote`: a read for another host's appends (which may find nothing new).
+  void OnStoreRead(int64_t asked, bool remote, Result<std::vector<session::Event>> read);
   [[nodiscard]] bool SendEvent(const session::Event& e);
   void Fail(const Status& error);
 
@@ -74,6 +75,7 @@ class EventStream final : public WebSocketSession, public std::enable_shared_fro
   bool backlog_done_ = false;        // `ready` was sent
   bool reading_ = false;             // a store read is in flight
   bool waiting_drain_ = false;       // a store read waits for the outgoing queue
+  bool remote_pending_ = false;      // another host appended: read past known_seq_
 };
 
 }  // namespace dsh::server

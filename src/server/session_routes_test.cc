@@ -480,6 +480,30 @@ TEST_F(SessionRoutesTest, EventsAppendedWithoutTheHubAreReadFromTheStore) {
   EXPECT_EQ(ReadEvents(*c, 3), Range(2, 4));
 }
 
+TEST_F(SessionRoutesTest, EventsAnotherHostAppendedArriveWhenItsNoticeComes) {
+  StartServer();
+  NewSession();
+  auto c = Stream("");
+  ASSERT_TRUE(c);
+  EXPECT_TRUE(ReadUntilReady(*c).empty());
+  auto feed = WsClient::Connect(port_, "/api/changes", {{"Cookie", "dsh_token=secret"}});
+  ASSERT_TRUE(feed.ok()) << feed.status().ToString();
+  ASSERT_TRUE((*feed)->ReadJson().ok());  // ready
+  // Another host on the profile's database appends; its notice reaches this
+  // host's store, which announces it on the hub (PostgreSQL: LISTEN).
+  session::SessionStore other_host(*db_, clock_);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(other_host.Append("s1", {{"message/user", Json{{"text", "elsewhere"}}}}).ok());
+  hub_.PublishRemote("s1");
+  EXPECT_EQ(ReadEvents(*c, 3), Range(1, 3));
+  auto changed = (*feed)->ReadJson();
+  ASSERT_TRUE(changed.ok());
+  EXPECT_EQ(*changed, (Json{{"type", "changed"}, {"sessions", {"s1"}}}));
+  // A notice with nothing new is no error, and the stream goes on in order.
+  hub_.PublishRemote("s1");
+  Append("s1", 1);
+  EXPECT_EQ(ReadEvents(*c, 1), (std::vector<int64_t>{4}));
+}
+
 TEST_F(SessionRoutesTest, StreamNeedsTheTokenAndAcceptsItInTheQuery) {
   StartServer();
   NewSession();

@@ -5,10 +5,10 @@ namespace dsh::session {
 EventHub::Subscription::~Subscription() { hub_.Unsubscribe(id_); }
 
 std::unique_ptr<EventHub::Subscription> EventHub::Subscribe(const std::string& session_id, Listener listener,
-                                                            DeltaListener deltas) {
+                                                            DeltaListener deltas, RemoteListener remote) {
   std::lock_guard lock(mu_);
   uint64_t id = next_id_++;
-  entries_.emplace(id, Entry{session_id, std::move(listener), std::move(deltas)});
+  entries_.emplace(id, Entry{session_id, std::move(listener), std::move(deltas), std::move(remote)});
   by_session_.emplace(session_id, id);
   return std::unique_ptr<Subscription>(new Subscription(*this, id));
 }
@@ -61,6 +61,18 @@ void EventHub::PublishDelta(const std::string& session_id, const Delta& delta) {
     const Entry& e = entries_.at(s->second);
     if (e.deltas) e.deltas(session_id, delta);
   }
+}
+
+void EventHub::PublishRemote(const std::string& session_id) {
+  {
+    std::lock_guard lock(mu_);
+    auto [lo, hi] = by_session_.equal_range(session_id);
+    for (auto s = lo; s != hi; ++s) {
+      const Entry& e = entries_.at(s->second);
+      if (e.remote) e.remote(session_id);
+    }
+  }
+  PublishChange({"session", session_id});
 }
 
 void EventHub::PublishChange(const Change& change) {

@@ -60,9 +60,15 @@ class EventHub {
     uint64_t id_;
   };
 
-  // Listens to one session's events (and, when given, its deltas).
+  // Another host on the profile's database committed events of a session
+  // (its store's notice, docs/STORAGE.md): they are not in hand, so a
+  // listener reads them from the store.
+  using RemoteListener = std::function<void(const std::string& session_id)>;
+
+  // Listens to one session's events (and, when given, its deltas and other
+  // hosts' appends).
   std::unique_ptr<Subscription> Subscribe(const std::string& session_id, Listener listener,
-                                          DeltaListener deltas = nullptr);
+                                          DeltaListener deltas = nullptr, RemoteListener remote = nullptr);
   // Listens to every session's events.
   std::unique_ptr<Subscription> SubscribeAll(Listener listener);
   // Listens to every Change.
@@ -73,12 +79,15 @@ class EventHub {
   void PublishDelta(const std::string& session_id, const Delta& delta);
   // From any thread.
   void PublishChange(const Change& change);
+  // From any thread: the session's remote listeners, then a "session" Change.
+  void PublishRemote(const std::string& session_id);
 
  private:
   struct Entry {
     std::string session_id;  // empty = all sessions
     Listener listener;
     DeltaListener deltas;    // may be null
+    RemoteListener remote;   // may be null
     ChangeListener changes;  // set only for a change subscription (then listener is null)
   };
   void Unsubscribe(uint64_t id);

@@ -533,6 +533,8 @@ void SessionStore::AppendWithAsync(std::string id, std::vector<EventDraft> event
       -> Result<std::vector<Event>> {
         DSH_ASSIGN_OR_RETURN(auto stored, AppendTx(tx, id, append, ToUnixMillis(clock_.Now())));
         if (also) DSH_RETURN_IF_ERROR(also(tx, stored));
+        // Streams of this session on other hosts read the new events.
+        DSH_RETURN_IF_ERROR(tx.Notify(kEventsChannel, id));
         return stored;
       },
       std::move(published), isolation);
@@ -546,6 +548,13 @@ SessionStore::Callback<std::vector<Event>> SessionStore::Published(const std::st
     if (r.ok()) hub->Publish(session_id, *r);
     done(std::move(r));
   };
+}
+
+SessionStore::SessionStore(store::Database& db, const Clock& clock, EventHub* hub) : db_(db), clock_(clock), hub_(hub) {
+  if (hub_ != nullptr) {
+    remote_appends_ = db_.Subscribe(std::string(kEventsChannel),
+                                    [hub = hub_](std::string_view session_id) { hub->PublishRemote(std::string(session_id)); });
+  }
 }
 
 SessionStore::~SessionStore() {

@@ -34,6 +34,10 @@ namespace dsh::session {
 // does not decode, `commit_failed`/`storage_error` from the store.
 //
 // Thread-safe.
+// The notice channel (store::Tx::Notify) of appends: the payload is the
+// session id, sent with every append so other hosts' streams read on.
+inline constexpr std::string_view kEventsChannel = "events";
+
 class SessionStore {
  public:
   template <typename T>
@@ -43,7 +47,9 @@ class SessionStore {
   static std::vector<store::Migration> Migrations();
 
   // `hub`, when given, receives every append after it committed.
-  SessionStore(store::Database& db, const Clock& clock, EventHub* hub = nullptr) : db_(db), clock_(clock), hub_(hub) {}
+  // With a hub, other hosts' appends on a shared database (their notices)
+  // are announced on it with EventHub::PublishRemote.
+  SessionStore(store::Database& db, const Clock& clock, EventHub* hub = nullptr);
   // Waits for a background compaction in flight, if any.
   ~SessionStore();
 
@@ -140,6 +146,7 @@ class SessionStore {
   store::Database& db_;
   const Clock& clock_;
   EventHub* hub_;
+  store::Subscription remote_appends_;  // last: ends before the rest goes
   // Events appended and not yet compacted, as far as this store knows.
   std::atomic<int64_t> backlog_{0};
   std::mutex compaction_mu_;

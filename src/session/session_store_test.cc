@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <condition_variable>
 #include <filesystem>
 #include <future>
+#include <mutex>
 #include <thread>
 
 #include "base/testing/temp_dir.h"
@@ -60,6 +62,40 @@ class SessionStoreTest : public ::testing::TestWithParam<std::string> {
 };
 
 INSTANTIATE_TEST_SUITE_P(Backends, SessionStoreTest, store::testing::BackendNames(), store::testing::BackendTestName);
+
+// PostgreSQL: another host's store (its own database handle) announces this
+// host's appends on its hub, and never its own.
+class SessionNoticeTest : public SessionStoreTest {};
+INSTANTIATE_TEST_SUITE_P(Postgres, SessionNoticeTest, ::testing::Values(std::string("postgres")),
+                         store::testing::BackendTestName);
+
+TEST_P(SessionNoticeTest, AnotherHostsStoreAnnouncesAppendsOnItsHub) {
+  auto other_db = store::Database::Open(backend_.Factory(), SessionStore::Migrations());
+  ASSERT_TRUE(other_db.ok()) << other_db.status().ToString();
+  EventHub here_hub, other_hub;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::string> heard_there, heard_here;
+  auto listen = [&](EventHub& hub, std::vector<std::string>& heard) {
+    return hub.SubscribeChanges([&](const EventHub::Change& c) {
+      std::lock_guard lock(mu);
+      heard.push_back(c.topic + " " + c.id);
+      cv.notify_all();
+    });
+  };
+  auto there_sub = listen(other_hub, heard_there);
+  auto here_sub = listen(here_hub, heard_here);
+  SessionStore here(*db_, clock_, &here_hub);
+  SessionStore there(**other_db, clock_, &other_hub);
+  std::string id = NewOne().id;
+  ASSERT_TRUE(here.Append(id, {{"message/user", Json{{"text", "hi"}}}}).ok());
+  ASSERT_TRUE(there.Append(id, {{"message/user", Json{{"text", "back"}}}}).ok());
+  std::unique_lock lock(mu);
+  ASSERT_TRUE(cv.wait_for(lock, 10s, [&] { return !heard_there.empty() && !heard_here.empty(); }));
+  // In commit order: had "here" heard its own append, it would be first.
+  EXPECT_EQ(heard_there, std::vector<std::string>{"session " + id});
+  EXPECT_EQ(heard_here, std::vector<std::string>{"session " + id});
+}
 
 TEST_P(SessionStoreTest, CreatesAHeaderWithEverythingTheCallerChose) {
   SessionHeader h = NewOne({.id = "s1",

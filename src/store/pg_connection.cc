@@ -15,6 +15,7 @@
 #include <cstring>
 #include <memory>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace dsh::store {
@@ -83,11 +84,13 @@ class PgConnection final : public Connection {
       : conn_(conn), describe_(std::move(describe)), origin_(std::move(origin)) {}
   ~PgConnection() override { PQfinish(conn_); }
 
+  // Kept until COMMIT, which sends them all in its own round trip (a job's
+  // savepoint rolled back drops its own).
   Status Notify(std::string_view channel, std::string_view payload) override {
     if (!ValidChannel(channel)) return InvalidArguments("bad notification channel \"" + std::string(channel) + "\"");
-    std::string name = std::string(kChannelPrefix) + std::string(channel);
-    std::string text = origin_ + "|" + std::string(payload);
-    return Tx::Exec("SELECT pg_notify(?, ?)", {std::string_view(name), std::string_view(text)}).status();
+    if (payload.size() > 4000) return InvalidArguments("a notification payload is at most 4000 bytes");
+    notices_.emplace_back(std::string(kChannelPrefix) + std::string(channel), origin_ + "|" + std::string(payload));
+    return Status::Ok();
   }
 
   Result<int64_t> Exec(std::string_view sql, std::span<const Value> params) override {
@@ -95,10 +98,11 @@ class PgConnection final : public Connection {
     return Changed(r.get());
   }
 
+  // The key in the same round trip: RETURNING runs after the row's default
+  // (nextval) was taken.
   Result<int64_t> Insert(std::string_view sql, std::span<const Value> params) override {
-    DSH_RETURN_IF_ERROR(Exec(sql, params).status());
     int64_t key = 0;
-    DSH_RETURN_IF_ERROR(Query("SELECT lastval()", std::span<const Value>(), [&](const Row& row) {
+    DSH_RETURN_IF_ERROR(Query(std::string(sql) + " RETURNING lastval()", params, [&](const Row& row) {
       key = row.Int(0);
       return Status::Ok();
     }));
@@ -117,19 +121,26 @@ class PgConnection final : public Connection {
   }
 
   Status BeginWrite() override {
+    ForgetPending();
     DSH_RETURN_IF_ERROR(Reconnect());
     return Simple("BEGIN; SELECT pg_advisory_xact_lock(" + std::to_string(kWriteLock) + ")");
   }
   Status BeginRead() override {
+    ForgetPending();
     DSH_RETURN_IF_ERROR(Reconnect());
     return Simple("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
   }
   Status Commit() override {
     if (PQtransactionStatus(conn_) == PQTRANS_INERROR) {
+      ForgetPending();
       (void)Simple("ROLLBACK");
       return Status(codes::kStorage, "the transaction was aborted by an earlier error; nothing of it was saved");
     }
-    PgResult r(PQexec(conn_, "COMMIT"));
+    // COMMIT releases every savepoint: a deferred RELEASE is not sent. The
+    // notices go in the same round trip, and go out only if it commits.
+    std::string sql = NoticesSql() + "COMMIT";
+    ForgetPending();
+    PgResult r(PQexec(conn_, sql.c_str()));
     if (PQresultStatus(r.get()) == PGRES_COMMAND_OK) {
       // PostgreSQL answers a COMMIT of a failed transaction with ROLLBACK.
       if (std::strcmp(PQcmdStatus(r.get()), "ROLLBACK") == 0) {
@@ -145,14 +156,29 @@ class PgConnection final : public Connection {
     return Error(r.get(), "COMMIT");
   }
   Status Rollback() override {
+    ForgetPending();
     if (PQstatus(conn_) == CONNECTION_BAD || PQtransactionStatus(conn_) == PQTRANS_IDLE) return Status::Ok();
     return Simple("ROLLBACK");
   }
-  Status Savepoint(std::string_view name) override { return Simple("SAVEPOINT " + std::string(name)); }
+  // A savepoint's RELEASE waits for the next command and goes with it (the
+  // next job's SAVEPOINT) or is dropped (COMMIT releases it): one round trip
+  // per job fewer.
+  Status Savepoint(std::string_view name) override {
+    std::string sql = std::exchange(release_, "") + "SAVEPOINT " + std::string(name);
+    marks_.push_back(notices_.size());
+    return Simple(sql);
+  }
   Status RollbackToSavepoint(std::string_view name) override {
+    DSH_RETURN_IF_ERROR(SendRelease());
+    if (!marks_.empty()) notices_.resize(marks_.back());
     return Simple("ROLLBACK TO SAVEPOINT " + std::string(name));
   }
-  Status ReleaseSavepoint(std::string_view name) override { return Simple("RELEASE SAVEPOINT " + std::string(name)); }
+  Status ReleaseSavepoint(std::string_view name) override {
+    DSH_RETURN_IF_ERROR(SendRelease());
+    if (!marks_.empty()) marks_.pop_back();
+    release_ = "RELEASE SAVEPOINT " + std::string(name) + "; ";
+    return Status::Ok();
+  }
   int64_t TotalChanges() override { return total_changes_; }
   bool InTransaction() override {
     PGTransactionStatusType s = PQtransactionStatus(conn_);
@@ -166,6 +192,40 @@ class PgConnection final : public Connection {
   }
 
  private:
+
+  Status SendRelease() {
+    if (release_.empty()) return Status::Ok();
+    std::string sql = std::exchange(release_, "");
+    sql.resize(sql.size() - 2);  // "; "
+    return Simple(sql);
+  }
+
+  void ForgetPending() {
+    release_.clear();
+    notices_.clear();
+    marks_.clear();
+  }
+
+  // "SELECT pg_notify(...), ...; " for the notices kept, each once.
+  std::string NoticesSql() {
+    if (notices_.empty()) return "";
+    std::sort(notices_.begin(), notices_.end());
+    notices_.erase(std::unique(notices_.begin(), notices_.end()), notices_.end());
+    std::string sql = "SELECT ";
+    for (size_t i = 0; i < notices_.size(); ++i) {
+      if (i > 0) sql += ", ";
+      sql += "pg_notify(" + Literal(notices_[i].first) + ", " + Literal(notices_[i].second) + ")";
+    }
+    return sql + "; ";
+  }
+
+  std::string Literal(const std::string& text) {
+    char* quoted = PQescapeLiteral(conn_, text.data(), text.size());
+    if (quoted == nullptr) return "''";
+    std::string out = quoted;
+    PQfreemem(quoted);
+    return out;
+  }
 
   int64_t Changed(PGresult* r) {
     const char* n = PQcmdTuples(r);
@@ -203,6 +263,7 @@ class PgConnection final : public Connection {
   }
 
   Result<PgResult> Run(std::string_view sql, std::span<const Value> params) {
+    DSH_RETURN_IF_ERROR(SendRelease());
     // The types of this call's parameters are part of the statement's key.
     std::string key(sql);
     key.push_back('\0');
@@ -287,6 +348,10 @@ class PgConnection final : public Connection {
   PGconn* conn_;
   const std::string describe_;
   const std::string origin_;
+  // Write transaction state kept client-side until a command carries it.
+  std::string release_;  // "RELEASE SAVEPOINT x; " not yet sent
+  std::vector<std::pair<std::string, std::string>> notices_;  // (channel, payload) for COMMIT
+  std::vector<size_t> marks_;  // notices_.size() at each open savepoint
   std::unordered_map<std::string, std::string> prepared_;  // key -> statement name
   int64_t total_changes_ = 0;
 };

@@ -8,6 +8,7 @@
 
 #include "base/testing/temp_dir.h"
 #include "host/host.h"
+#include "store/testing/pg_test_server.h"
 
 namespace dsh::host {
 namespace {
@@ -85,6 +86,36 @@ TEST(Config, ABadValueNamesTheFileAndTheKey) {
     EXPECT_NE(r.status().message().find(c.expected), std::string::npos) << r.status().message();
     EXPECT_EQ(r.status().message().rfind("x.yml: ", 0), 0u) << r.status().message();
   }
+}
+
+// On a database several machines share, the host's wall clock is the
+// server's (Host::Open wraps the real clock); a test's own clock is kept.
+TEST(HostClock, OnPostgresTheRealClockIsKeptInStepWithTheServerAndAFakeOneIsLeftAlone) {
+  auto conninfo = store::testing::PgTestServer::NewDatabase();
+  ASSERT_TRUE(conninfo.ok()) << conninfo.status().ToString();
+  auto env = [&](const std::string& name) -> std::optional<std::string> {
+    if (name == "DSH_DATABASE_URL") return *conninfo;
+    return std::nullopt;
+  };
+  for (bool fake : {false, true}) {
+    dsh::testing::TempDir home;
+    FakeClock fake_clock;
+    HostOptions options;
+    options.home = home.path().string();
+    options.env = env;
+    options.clock = fake ? static_cast<const Clock*>(&fake_clock) : &RealClock();
+    auto host = Host::Open(options);
+    ASSERT_TRUE(host.ok()) << host.status().ToString();
+    if (fake) {
+      EXPECT_EQ(&(*host)->clock(), &fake_clock);
+    } else {
+      EXPECT_NE(&(*host)->clock(), &RealClock()) << "a DatabaseClock over it";
+      EXPECT_NEAR(static_cast<double>(ToUnixMillis((*host)->clock().Now())),
+                  static_cast<double>(ToUnixMillis(RealClock().Now())), 1000.0);
+    }
+    (*host)->Close();
+  }
+  store::testing::PgTestServer::DropDatabase(*conninfo);
 }
 
 TEST(DatabaseFactory, SqliteByDefaultPostgresByConfigOrEnvironment) {

@@ -57,7 +57,7 @@ Result<std::unique_ptr<Host>> Host::Open(const HostOptions& options) {
   // On a database several machines share, every host keeps the server's
   // time, so that they agree on what is due and when a lease ends. A test's
   // fake clock stays as it is.
-  if (options.clock == nullptr) {
+  if (options.clock == nullptr || options.clock == &RealClock()) {
     host->db_clock_ = std::make_unique<store::DatabaseClock>(*host->clock_, *host->db_);
     host->clock_ = host->db_clock_.get();
   }

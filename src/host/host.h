@@ -34,7 +34,9 @@ Result<std::unique_ptr<store::ConnectionFactory>> DatabaseFactory(const Config& 
 struct HostOptions {
   std::optional<std::string> home;   // --home
   std::vector<std::string> patches;  // --patch files, in order
-  const Clock* clock = nullptr;      // RealClock() when null
+  // RealClock() when null. The real clock is kept in step with a shared
+  // database's server (store::DatabaseClock); another (a test's) is used as it is.
+  const Clock* clock = nullptr;
   EnvLookup env;                     // ProcessEnv() when null
   // Overrides for tests (sweep interval, lease time); the idle eviction and
   // step cap come from the config unless set here.

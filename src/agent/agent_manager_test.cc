@@ -83,6 +83,10 @@ class AgentTest : public ::testing::TestWithParam<std::string> {
   }
 
   std::unique_ptr<AgentManager> MakeManager(AgentManagerOptions options = {}) {
+    return MakeManager(*db_, *sessions_, options);
+  }
+  std::unique_ptr<AgentManager> MakeManager(store::Database& db, session::SessionStore& sessions,
+                                            AgentManagerOptions options = {}) {
     options.sweep_interval = sweep_interval_;
     options.generate_titles = generate_titles_;
     options.max_steps = max_steps_;
@@ -98,7 +102,7 @@ class AgentTest : public ::testing::TestWithParam<std::string> {
       context_zones_.push_back(zone);
       return "Session: " + h.id;
     });
-    return std::make_unique<AgentManager>(ioc_, *db_, *sessions_, *router_ptr_, tools_, clock_, env, options);
+    return std::make_unique<AgentManager>(ioc_, db, sessions, *router_ptr_, tools_, clock_, env, options);
   }
 
   void Close() {
@@ -708,6 +712,37 @@ TEST_P(AgentTest, AHostThatLosesItsLeaseStopsTheAgent) {
   clock_.Advance(10s);  // the next sweep renews (a third of the 15 s lease passed)
   EXPECT_TRUE(manager_->WaitUntilNotLive(id, 10s));
 }
+
+// Hosts that each have their own database handle, as on separate machines,
+// and sweep their inboxes only hourly: what reaches them in time comes by
+// notice (PostgreSQL's LISTEN/NOTIFY; SQLite has none).
+class AgentNoticeTest : public AgentTest {
+ protected:
+  void SetUp() override {
+    sweep_interval_ = 1h;
+    Open();
+  }
+};
+
+TEST_P(AgentNoticeTest, AMessageAnotherHostAcceptedReachesTheOwnerWithoutWaitingForASweep) {
+  std::string id = CreateSession();  // live on the first host
+  std::vector<store::Migration> migrations = session::SessionStore::Migrations();
+  for (auto& m : AgentManager::Migrations()) migrations.push_back(m);
+  auto other_db = store::Database::Open(backend_.Factory(), migrations);
+  ASSERT_TRUE(other_db.ok()) << other_db.status().ToString();
+  session::SessionStore other_sessions(**other_db, clock_, nullptr);
+  auto other = MakeManager(**other_db, other_sessions);
+  other->Start();
+  ASSERT_TRUE(Deliver(*other, id, "via the other host").ok());
+  auto log = waiter_.WaitForTurnEnds(id, 1);
+  EXPECT_EQ(Texts(log, et::kAssistantMessage), std::vector<std::string>{"echo: via the other host"});
+  EXPECT_FALSE(other->LiveStatus(id).has_value());
+  other->Stop();
+  (*other_db)->Close();
+}
+
+INSTANTIATE_TEST_SUITE_P(Postgres, AgentNoticeTest, ::testing::Values(std::string("postgres")),
+                         store::testing::BackendTestName);
 
 // The same semantics through the real openai adapter against the scripted
 // Chat Completions server.

@@ -477,6 +477,14 @@ TEST_P(LoopTest, ExistingSelfAndCurrentTargetsInheritPresetAndModelConfiguration
   EXPECT_EQ(made[0].preset, std::optional<std::string>("default"));
 }
 
+TEST_P(LoopTest, ALoopMadeByARootCallNamesRootAsItsCreator) {
+  Json made = Ok(agent::ToolContext{}, "loop_create", {{"prompt", "p"}, {"schedule", Every(60)}, {"session_id", "new"}});
+  EXPECT_EQ(made["created_by_session_id"], "root");
+  Json listed = AllLoops();
+  ASSERT_EQ(listed.size(), 1u) << listed.dump();
+  EXPECT_EQ(listed[0]["created_by_session_id"], "root");
+}
+
 TEST_P(LoopTest, NoPublicModelEffortOrModelSelectionFieldIsAccepted) {
   std::string me = Session("default", Route("m1"));
   for (const char* field : {"model", "model_effort", "reasoningEffort", "provider", "mode", "global"}) {

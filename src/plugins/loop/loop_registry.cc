@@ -83,7 +83,7 @@ Json LoopViewJson(const LoopRecord& l, int64_t now) {
             {"prompt", l.prompt},
             {"schedule", ScheduleToJson(l.schedule)},
             {"session_id", l.target},
-            {"created_by_session_id", l.created_by.value_or("")},
+            {"created_by_session_id", l.created_by.value_or(std::string(kCreatedByRoot))},
             {"created_at", l.created_at}};
   auto next = l.next_at();
   if (l.open_claim) next = next ? std::min(*next, l.open_claim->nominal) : l.open_claim->nominal;

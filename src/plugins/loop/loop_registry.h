@@ -85,6 +85,10 @@ bool ClaimIsLive(const std::string& holder, int64_t expires, int64_t now);
 // only views need to hear of.
 inline constexpr std::string_view kLoopsChannel = "loops";
 
+// The `created_by_session_id` of a loop a root call made (the HTTP API, the
+// CLI, the automation panel without a session): no session made it.
+inline constexpr std::string_view kCreatedByRoot = "root";
+
 namespace registry {
 
 // Insert and Delete send the kLoopsChannel notice.

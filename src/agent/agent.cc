@@ -104,17 +104,24 @@ void Agent::Start(std::vector<InboxMessage> pending) {
     std::vector<InboxMessage> rest;
     for (auto& m : pending) {
       if (in_log.count(m.message_id)) {
-        self->known_.insert(m.message_id);
-        self->taken_.push_back(m.message_id);  // still pending in the inbox: consumed when the turn ends
-        self->newest_num_ = std::max(self->newest_num_.load(), m.num);
+        if (self->known_.insert(m.message_id).second) self->taken_.push_back(m.message_id);
       } else {
         rest.push_back(std::move(m));
       }
     }
-    self->Enqueue(std::move(rest));
-    if (turn != std::string::npos) {
-      boost::asio::post(self->strand_, [self] { self->ContinueInterruptedTurn(); });
+    // Messages enqueued before Start ran may include the cut turn's own.
+    for (auto it = self->pending_.begin(); it != self->pending_.end();) {
+      if (in_log.count(it->message_id)) {
+        self->taken_.push_back(it->message_id);
+        it = self->pending_.erase(it);
+      } else {
+        ++it;
+      }
     }
+    self->started_ = true;
+    if (turn != std::string::npos) self->ContinueInterruptedTurn();  // running_ from here: nothing else starts a turn
+    self->Enqueue(std::move(rest));
+    self->MaybeStartTurn();
   });
 }
 
@@ -123,7 +130,6 @@ void Agent::Enqueue(std::vector<InboxMessage> messages) {
     bool added = false;
     for (auto& m : messages) {
       if (!self->known_.insert(m.message_id).second) continue;
-      self->newest_num_ = std::max(self->newest_num_.load(), m.num);
       auto at = std::upper_bound(self->pending_.begin(), self->pending_.end(), m.num,
                                  [](int64_t num, const InboxMessage& p) { return num < p.num; });
       self->pending_.insert(at, std::move(m));
@@ -182,7 +188,7 @@ void Agent::Stop(bool only_if_idle, std::function<void(bool)> done) {
 }
 
 void Agent::MaybeStartTurn() {
-  if (running_ || maintenance_ || stopping_) return;
+  if (!started_ || running_ || maintenance_ || stopping_) return;
   bool wake = false;
   for (const auto& m : pending_) wake = wake || m.wakeup;
   if (!wake) return;
@@ -215,7 +221,8 @@ std::vector<EventDraft> Agent::TurnStartDrafts(const std::vector<InboxMessage>& 
 void Agent::Deliver(InboxMessage message, std::optional<std::string> key, std::function<void(Result<Delivered>)> done) {
   boost::asio::post(strand_, [self = shared_from_this(), message = std::move(message), key = std::move(key),
                               done = std::move(done)]() mutable {
-    if (self->stopping_ || self->running_ || self->maintenance_ || !self->pending_.empty() || !message.wakeup) {
+    if (!self->started_ || self->stopping_ || self->running_ || self->maintenance_ || !self->pending_.empty() ||
+        !message.wakeup) {
       return self->manager_.Accept(std::move(message), std::move(key), std::move(done));
     }
     self->running_ = true;
@@ -241,7 +248,6 @@ void Agent::Deliver(InboxMessage message, std::optional<std::string> key, std::f
       if (r.ok()) {
         self->events_.insert(self->events_.end(), r->begin(), r->end());
         self->taken_.push_back(msg->message_id);
-        self->newest_num_ = std::max(self->newest_num_.load(), msg->num);
         return self->Step();
       }
       self->running_ = false;

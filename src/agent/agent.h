@@ -64,7 +64,19 @@ class Agent : public std::enable_shared_from_this<Agent> {
   AgentStatus status() const { return running_flag_.load() ? AgentStatus::kRunning : AgentStatus::kIdle; }
   // Monotonic milliseconds since it last became idle; 0 while busy.
   int64_t idle_since_ms() const { return idle_since_ms_.load(); }
-  int64_t newest_num() const { return newest_num_.load(); }
+  // Every pending message of the session numbered up to this was loaded
+  // from a full read of its inbox (NoteLoaded); the inbox sweep reloads only
+  // for pending messages past it. Messages handed over one by one (this
+  // host's own deliveries) do not count: another host's message with a
+  // lower number may be unknown to it.
+  int64_t loaded_num() const { return loaded_num_.load(); }
+  // A full read of the inbox found pending messages up to `num` (inbox
+  // numbers follow commit order: writes are serialized).
+  void NoteLoaded(int64_t num) {
+    int64_t seen = loaded_num_.load();
+    while (num > seen && !loaded_num_.compare_exchange_weak(seen, num)) {
+    }
+  }
 
  private:
   using Events = std::vector<session::Event>;
@@ -115,6 +127,7 @@ class Agent : public std::enable_shared_from_this<Agent> {
   std::deque<InboxMessage> pending_;  // not yet taken by a turn, in num order
   std::set<std::string> known_;       // message ids pending or taken
   std::vector<std::string> taken_;    // message ids the running turn took
+  bool started_ = false;  // Start() ran; until then no turn starts (a cut turn is continued first)
   bool running_ = false;
   bool maintenance_ = false;
   bool stopping_ = false;
@@ -128,7 +141,7 @@ class Agent : public std::enable_shared_from_this<Agent> {
 
   std::atomic<bool> running_flag_{false};
   std::atomic<int64_t> idle_since_ms_{0};
-  std::atomic<int64_t> newest_num_{0};
+  std::atomic<int64_t> loaded_num_{0};
 };
 
 }  // namespace dsh::agent

@@ -183,6 +183,7 @@ void AgentManager::Activate(session::SessionHeader header, std::vector<session::
   std::optional<session::SessionHeader> observed;  // the agent's own copy is strand state
   if (!observers_.empty()) observed = header;
   auto agent = std::make_shared<Agent>(*this, std::move(header), std::move(events));
+  for (const InboxMessage& m : pending) agent->NoteLoaded(m.num);  // a full read, before `early` joins it
   std::vector<std::function<void(Status)>> waiters;
   bool live = false;
   {
@@ -509,7 +510,7 @@ void AgentManager::PollInbox() {
         if (!st.ok() && st.code() != codes::kShuttingDown) spdlog::warn("inbox sweep failed: {}", st.ToString());
         for (const auto& p : *found) {
           auto agent = Find(p.session_id);
-          if (agent && p.newest_num <= agent->newest_num()) continue;
+          if (agent && p.newest_num <= agent->loaded_num()) continue;
           if (agent) {
             ReloadPending(agent);
           } else {
@@ -543,7 +544,9 @@ void AgentManager::ReloadPending(std::shared_ptr<Agent> agent) {
         return Status::Ok();
       },
       [agent, pending](Status st) {
-        if (st.ok()) agent->Enqueue(std::move(*pending));
+        if (!st.ok()) return;
+        for (const InboxMessage& m : *pending) agent->NoteLoaded(m.num);
+        agent->Enqueue(std::move(*pending));
       });
 }
 

@@ -664,6 +664,32 @@ TEST_P(AgentTest, AnInterruptedTurnContinuesOnceWhenTheSessionIsNextLive) {
   EXPECT_EQ(PendingRows(), 0);
 }
 
+TEST_P(AgentTest, ACutTurnIsContinuedBeforeAMessageThatWaitedBehindItStartsTheNext) {
+  model_.Push(ScriptedModel::Hold(ScriptedModel::Text("lost with the host")));
+  std::string id = CreateSession();
+  ASSERT_TRUE(Deliver(id, "important").ok());
+  ASSERT_TRUE(model_.WaitForRequests(1));
+  manager_->Stop();  // the turn is cut
+  // Another message arrives while no host runs the session.
+  ASSERT_TRUE(db_->WriteSync([&](store::Tx& tx) {
+                InboxMessage later{.message_id = "msg_later", .session_id = id, .text = "later", .created_at = 1};
+                return agent_store::Insert(tx, later, std::nullopt).status();
+              }).ok());
+  second_ = MakeManager();
+  second_->Start();
+  auto log = waiter_.WaitForTurnEnds(id, 2);
+  // The cut turn ends first, then "later" runs in a turn of its own: no turn
+  // starts inside another.
+  std::vector<std::string> turns;
+  for (const auto& e : log) {
+    if (e.type == event_types::kTurnStart || e.type == event_types::kTurnEnd) turns.push_back(e.type);
+  }
+  const std::string start(event_types::kTurnStart), end(event_types::kTurnEnd);
+  EXPECT_EQ(turns, (std::vector<std::string>{start, end, start, end}));
+  EXPECT_EQ(Texts(log, et::kAssistantMessage), (std::vector<std::string>{"echo: important", "echo: later"}));
+  EXPECT_EQ(Texts(log, et::kUserMessage), (std::vector<std::string>{"important", "later"}));
+}
+
 TEST_P(AgentTest, StoppingDoesNotWaitForATitleBeingGenerated) {
   Close();
   generate_titles_ = true;

@@ -128,7 +128,7 @@ Status Host::EnsureGlobalSession() {
     s.origin = "global";
     auto created = sessions_->Create(s);
     if (!created.ok() && created.status().code() != codes::kAlreadyExists) return created.status();
-    spdlog::info("created the global interface session {}", id);
+    if (created.ok()) spdlog::info("created the global interface session {}", id);  // else another host did
   } else if (!existing.ok()) {
     return existing.status();
   }

@@ -1,0 +1,849 @@
+// Load program: the PostgreSQL backend and several hosts against SQLite
+// (issue 20; docs/PERFORMANCE.md, "PostgreSQL and several hosts").
+//
+//   multihost_bench [--dir DIR] [--pg CONNINFO] [--seconds S] [--sessions K] [--late L]
+//                   [--late-seconds T] [--burst B] [--only appends|loops] [--max-batch N] [--quick]
+//
+// Both backends in one run, each durable: SQLite with synchronous=FULL (a
+// file in DIR) and PostgreSQL with fsync=on, synchronous_commit=on,
+// full_page_writes=on. PostgreSQL is the server of `--pg` (a key=value
+// conninfo without dbname; the bench creates and drops its databases there,
+// so the role needs CREATEDB), else a throwaway cluster this program starts
+// in DIR with `scripts/pg_test_server start DIR --durable` and stops at exit.
+// With --quick and $DSH_TEST_PG set, the tests' server (fsync off) is used.
+//
+// A "host" is one Database handle with its own stack, in this process: its
+// own writer connection and group commit, reader connections, io threads,
+// and for the loop cases a whole host::Host (SessionStore, AgentManager
+// with its own lease holder, the loop plugin's LoopScheduler) composed as
+// `dsh web` composes it. Three hosts share one database as three processes
+// would (SQLite: three handles on one file; PostgreSQL: three sets of
+// connections, separate homes). Three processes would be more faithful (no
+// shared heap or allocator); like them, the in-process hosts share this
+// machine's cores — on three machines each host would have its own.
+//
+// 1. Durable appends per second, 64 appenders, each appending one event at a
+//    time to its own session on an io strand and waiting for the
+//    acknowledgement (store_bench's "async, on strands"): one host, then the
+//    64 spread over three hosts (22 / 21 / 21).
+// 2. Loops, with K live echo sessions (default 100) spread over the hosts
+//    (session k is resumed by host k mod H): L loops (default 10,000) due
+//    evenly over T seconds (default 10: 1,000 due per second), then a burst
+//    of B loops (default 20,000) due at one instant. Lateness is
+//    delivered_at − nominal_at of the first set's run rows; for the burst,
+//    claimed occurrences per second (first claim → last claim), delivered
+//    occurrences per second (first claim → last delivery, as loop_bench), and
+//    the time until the last of their turns ended (inbox consumed_at). One
+//    host and three hosts, on both backends.
+//
+// `--only` runs one of the two; `--max-batch` caps the append case's
+// transactions (DatabaseOptions::max_batch), for A/B comparisons.
+//
+// Checks (so the `--quick` smoke test fails on wrong behaviour): every due
+// occurrence has exactly one delivered run row and exactly one `<loop>`
+// inbox row, every delivered message's turn runs (a message left pending
+// while the inbox stops draining for 20 s fails the run, after the report),
+// and every acknowledged append is stored. Timings are printed, never
+// asserted.
+#include <libpq-fe.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
+
+#include "base/clock.h"
+#include "bench_util.h"
+#include "host/host.h"
+#include "plugins/loop/loop_plugin.h"
+#include "plugins/loop/loop_registry.h"
+#include "session/session_store.h"
+#include "store/pg_connection.h"
+#include "store/sqlite_connection.h"
+
+using namespace dsh;
+using dsh::bench::Fail;
+using dsh::bench::Percentile;
+using namespace std::chrono_literals;
+namespace loop = dsh::plugins::loop;
+
+namespace {
+
+struct Args {
+  std::string dir;
+  std::string pg;  // --pg
+  double seconds = 5;
+  int64_t sessions = 100;
+  int64_t late = 10'000;
+  double late_seconds = 10;
+  int64_t burst = 20'000;
+  std::string only;         // "", "appends" or "loops"
+  size_t max_batch = 1024;  // DatabaseOptions::max_batch of the append case's handles
+  bool quick = false;
+};
+
+constexpr int kAppenders = 64;
+constexpr unsigned kIoThreads = 2;  // per host, as `dsh web` picks on this 2-core machine
+constexpr int64_t kDay = 86'400;
+// Pending inbox messages whose number does not go down for this long are
+// stuck: the inbox sweep runs every second.
+constexpr auto kStalled = std::chrono::seconds(20);
+
+[[noreturn]] void Wrong(const std::string& what) {
+  std::fprintf(stderr, "wrong result: %s\n", what.c_str());
+  std::exit(1);
+}
+
+int64_t WallMs() { return ToUnixMillis(RealClock().Now()); }
+
+// ---- the PostgreSQL server ----
+
+// The cluster this process started, stopped at exit (also after Fail()).
+std::string g_own_cluster;
+
+void StopOwnCluster() {
+  if (g_own_cluster.empty()) return;
+  std::string cmd = "'" DSH_PG_TEST_SERVER "' stop '" + g_own_cluster + "' >/dev/null 2>&1";
+  if (std::system(cmd.c_str()) != 0)
+    std::fprintf(stderr, "could not stop the cluster in %s\n", g_own_cluster.c_str());
+  std::error_code ec;
+  std::filesystem::remove_all(g_own_cluster, ec);
+  g_own_cluster.clear();
+}
+
+// One statement on a fresh connection; its rows' first column, joined by
+// ", ". For the server's administration only (databases, settings).
+Result<std::string> PgAdmin(const std::string& conninfo, const std::string& sql) {
+  PGconn* c = PQconnectdb(conninfo.c_str());
+  if (PQstatus(c) != CONNECTION_OK) {
+    std::string msg = PQerrorMessage(c);
+    PQfinish(c);
+    return Status(codes::kUnavailable, "cannot connect to PostgreSQL: " + msg);
+  }
+  PGresult* r = PQexec(c, sql.c_str());
+  Status st = Status::Ok();
+  std::string out;
+  if (PQresultStatus(r) == PGRES_TUPLES_OK) {
+    for (int i = 0; i < PQntuples(r); ++i) out += (i ? ", " : "") + std::string(PQgetvalue(r, i, 0));
+  } else if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+    st = Status(codes::kStorage, sql + ": " + PQresultErrorMessage(r));
+  }
+  PQclear(r);
+  PQfinish(c);
+  if (!st.ok()) return st;
+  return out;
+}
+
+class PgServer {
+ public:
+  // The server of --pg, of $DSH_TEST_PG (quick only), or a durable cluster
+  // started in `dir`.
+  static PgServer Open(const Args& args, const std::filesystem::path& dir) {
+    PgServer s;
+    if (!args.pg.empty()) {
+      s.base_ = args.pg;
+      s.origin_ = "--pg";
+    } else if (const char* env = std::getenv("DSH_TEST_PG"); args.quick && env != nullptr && *env != '\0') {
+      s.base_ = env;
+      s.origin_ = "$DSH_TEST_PG";
+    } else {
+      std::filesystem::path cluster = dir / "pg";
+      std::filesystem::remove_all(cluster);
+      g_own_cluster = cluster.string();
+      std::atexit(StopOwnCluster);
+      std::string cmd = "'" DSH_PG_TEST_SERVER "' start '" + cluster.string() + "' --durable";
+      FILE* p = popen(cmd.c_str(), "r");
+      if (p == nullptr) Fail("start PostgreSQL", Status(codes::kIo, "cannot run " + cmd));
+      std::array<char, 512> buf{};
+      while (fgets(buf.data(), buf.size(), p) != nullptr) s.base_ += buf.data();
+      if (pclose(p) != 0) Fail("start PostgreSQL", Status(codes::kUnavailable, "failed: " + cmd));
+      while (!s.base_.empty() && (s.base_.back() == '\n' || s.base_.back() == ' ')) s.base_.pop_back();
+      s.origin_ = "a cluster of scripts/pg_test_server --durable in " + cluster.string();
+    }
+    auto settings = PgAdmin(s.base_ + " dbname=postgres",
+                            "SELECT name || '=' || setting FROM pg_settings WHERE name IN ('fsync', "
+                            "'synchronous_commit', 'full_page_writes', 'wal_sync_method', 'shared_buffers') "
+                            "UNION ALL SELECT version() ORDER BY 1");
+    if (!settings.ok()) Fail("PostgreSQL", settings.status());
+    s.settings_ = *settings;
+    return s;
+  }
+
+  // A new, empty database; its conninfo.
+  std::string NewDatabase() {
+    std::string name = "dsh_bench_" + std::to_string(::getpid()) + "_" + std::to_string(++databases_);
+    auto made = PgAdmin(base_ + " dbname=postgres",
+                        "CREATE DATABASE " + name + " TEMPLATE template0 ENCODING 'UTF8'");
+    if (!made.ok()) Fail("create a database", made.status());
+    return base_ + " dbname=" + name;
+  }
+  void DropDatabase(const std::string& conninfo) {
+    std::string name = conninfo.substr(conninfo.rfind("dbname=") + 7);
+    auto dropped = PgAdmin(base_ + " dbname=postgres", "DROP DATABASE IF EXISTS " + name + " WITH (FORCE)");
+    if (!dropped.ok())
+      std::fprintf(stderr, "drop %s: %s\n", name.c_str(), dropped.status().ToString().c_str());
+  }
+  const std::string& origin() const { return origin_; }
+  const std::string& settings() const { return settings_; }
+
+ private:
+  std::string base_;
+  std::string origin_;
+  std::string settings_;
+  int databases_ = 0;
+};
+
+// Where one case's database is: a fresh SQLite file, or a fresh PostgreSQL
+// database.
+struct Place {
+  bool postgres = false;
+  std::filesystem::path home;  // SQLite: the profile home holding dsh.db (shared by its hosts)
+  std::string conninfo;        // PostgreSQL
+
+  std::unique_ptr<store::ConnectionFactory> Factory() const {
+    if (postgres) return std::make_unique<store::PgConnectionFactory>(store::PgOptions{conninfo});
+    return std::make_unique<store::SqliteConnectionFactory>(
+        store::SqliteOptions{.path = (home / "dsh.db").string()});
+  }
+};
+
+struct Bench {
+  Args args;
+  std::filesystem::path dir;
+  std::optional<PgServer> pg;
+  int places = 0;
+
+  Place NewPlace(bool postgres) {
+    Place p;
+    p.postgres = postgres;
+    p.home = dir / ("case-" + std::to_string(++places));
+    std::filesystem::remove_all(p.home);
+    std::filesystem::create_directories(p.home);
+    if (postgres) p.conninfo = pg->NewDatabase();
+    return p;
+  }
+  void DropPlace(const Place& p) {
+    if (p.postgres) pg->DropDatabase(p.conninfo);
+    std::filesystem::remove_all(p.home);
+  }
+
+  // ---- 1. durable appends ----
+
+  // One host of the append case: a Database handle, its SessionStore, and
+  // io threads whose strands issue the appends.
+  struct AppendHost {
+    std::unique_ptr<store::Database> db;
+    std::unique_ptr<session::SessionStore> store;
+    boost::asio::io_context io;
+    std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work;
+    std::vector<std::thread> threads;
+  };
+
+  struct AppendFigures {
+    double per_second = 0, commits_per_second = 0, per_commit = 0;
+    bench::WriterTime writer;  // mean over the hosts
+  };
+
+  AppendFigures Appends(const Place& place, int hosts) {
+    std::vector<std::unique_ptr<AppendHost>> h;
+    for (int i = 0; i < hosts; ++i) {
+      auto host = std::make_unique<AppendHost>();
+      auto db = store::Database::Open(place.Factory(), session::SessionStore::Migrations(),
+                                      store::DatabaseOptions{.max_batch = args.max_batch});
+      if (!db.ok()) Fail("open database", db.status());
+      host->db = std::move(db).value();
+      host->store = std::make_unique<session::SessionStore>(*host->db, RealClock());
+      h.push_back(std::move(host));
+    }
+    struct Appender {
+      AppendHost* host;
+      std::string session_id;
+      std::optional<boost::asio::strand<boost::asio::io_context::executor_type>> strand;
+      int64_t acknowledged = 0;  // strand state
+    };
+    std::vector<Appender> appenders(kAppenders);
+    for (int i = 0; i < kAppenders; ++i) {
+      Appender& a = appenders[i];
+      a.host = h[static_cast<size_t>(i % hosts)].get();
+      auto made = a.host->store->Create({.route = {"echo", "echo", std::nullopt}});
+      if (!made.ok()) Fail("create session", made.status());
+      a.session_id = made->id;
+      a.strand.emplace(boost::asio::make_strand(a.host->io));
+    }
+    const Json data = {{"text", "a typical short assistant message of about this length, with some words"}};
+    std::atomic<bool> stop{false};
+    std::atomic<int64_t> done{0};
+    std::atomic<int> running{kAppenders};
+    std::function<void(int)> next = [&](int i) {
+      Appender& a = appenders[i];
+      a.host->store->AppendAsync(a.session_id, {{"message/assistant", data}},
+                                 [&, i](Result<std::vector<session::Event>> r) {
+                                   if (!r.ok()) Fail("append", r.status());
+                                   done.fetch_add(1, std::memory_order_relaxed);
+                                   boost::asio::post(*appenders[i].strand, [&, i] {
+                                     appenders[i].acknowledged++;
+                                     if (!stop.load(std::memory_order_relaxed)) return next(i);
+                                     running--;
+                                     running.notify_all();
+                                   });
+                                 });
+    };
+    for (auto& host : h) {
+      host->work.emplace(host->io.get_executor());
+      for (unsigned t = 0; t < kIoThreads; ++t) host->threads.emplace_back([io = &host->io] { io->run(); });
+    }
+    for (int i = 0; i < kAppenders; ++i) boost::asio::post(*appenders[i].strand, [&, i] { next(i); });
+
+    // A short warm-up, then the measured window.
+    std::this_thread::sleep_for(std::chrono::duration<double>(std::min(0.5, args.seconds / 4)));
+    std::vector<store::Database::Stats> before;
+    for (auto& host : h) before.push_back(host->db->stats());
+    const int64_t done_before = done.load();
+    const auto started = std::chrono::steady_clock::now();
+    std::this_thread::sleep_for(std::chrono::duration<double>(args.seconds));
+    const int64_t done_after = done.load();
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    AppendFigures f;
+    f.per_second = static_cast<double>(done_after - done_before) / elapsed;
+    uint64_t commits = 0, jobs = 0;
+    for (size_t i = 0; i < h.size(); ++i) {
+      auto after = h[i]->db->stats();
+      commits += after.commits - before[i].commits;
+      jobs += after.jobs - before[i].jobs;
+      auto w = bench::WriterPerCommit(before[i], after, elapsed);
+      f.writer.jobs += w.jobs / hosts;
+      f.writer.commit += w.commit / hosts;
+      f.writer.callbacks += w.callbacks / hosts;
+      f.writer.waiting += w.waiting / hosts;
+    }
+    f.commits_per_second = static_cast<double>(commits) / elapsed;
+    f.per_commit = commits ? static_cast<double>(jobs) / static_cast<double>(commits) : 0;
+
+    stop = true;
+    for (int left = running.load(); left > 0; left = running.load()) running.wait(left);
+    for (auto& host : h) {
+      host->work.reset();
+      for (auto& t : host->threads) t.join();
+    }
+    // Every acknowledged append is stored, at the seq it was given.
+    for (const Appender& a : appenders) {
+      auto header = h[0]->store->Get(a.session_id);
+      if (!header.ok()) Fail("read session", header.status());
+      if (header->last_seq != a.acknowledged) {
+        Wrong("session " + a.session_id + " holds " + std::to_string(header->last_seq) + " events; " +
+              std::to_string(a.acknowledged) + " were acknowledged");
+      }
+    }
+    for (auto& host : h) host->db->Close();
+    return f;
+  }
+
+  // ---- 2. loops ----
+
+  static std::string LoopId(int64_t i) {
+    char id[48];
+    std::snprintf(id, sizeof id, "loop_mh_%07lld", static_cast<long long>(i));
+    return id;
+  }
+  static std::string SessionId(int64_t k) {
+    char id[48];
+    std::snprintf(id, sizeof id, "ses_mhbench_%04lld", static_cast<long long>(k));
+    return id;
+  }
+
+  std::unique_ptr<host::Host> OpenHost(const Place& place, int index) {
+    host::HostOptions options;
+    std::filesystem::path home = place.home;
+    if (place.postgres) home /= "host-" + std::to_string(index);  // separate homes, one database
+    options.home = home.string();
+    std::optional<std::string> url;
+    if (place.postgres) url = place.conninfo;
+    options.env = [url](const std::string& name) -> std::optional<std::string> {
+      if (name == "DSH_DATABASE_URL") return url;
+      return std::nullopt;  // no model keys: echo/echo
+    };
+    options.plugin_migrations = loop::PluginMigrations();
+    agent::AgentManagerOptions agent_options;
+    agent_options.idle_eviction = std::chrono::hours(24);  // nothing is evicted during the run
+    agent_options.generate_titles = false;
+    options.agent_options = agent_options;
+    auto opened = host::Host::Open(options);
+    if (!opened.ok()) Fail("open host", opened.status());
+    std::unique_ptr<host::Host> host = std::move(opened).value();
+    if (Status st = loop::RegisterLoopPlugin(*host); !st.ok()) Fail("register loop plugin", st);
+    return host;
+  }
+
+  static int64_t Count(host::Host& host, const std::string& sql,
+                       std::initializer_list<store::Value> params = {}) {
+    std::vector<store::Value> p(params);
+    int64_t n = 0;
+    Status st = host.database().ReadSync([&](store::Tx& tx) {
+      return tx.Query(sql, std::span<const store::Value>(p), [&](const store::Row& row) {
+        n = row.IsNull(0) ? 0 : row.Int(0);
+        return Status::Ok();
+      });
+    });
+    if (!st.ok()) Fail("count", st);
+    return n;
+  }
+
+  // Waits until loops [first, first + n) each have a recorded run.
+  static void AwaitRecorded(host::Host& host, int64_t first, int64_t n, std::chrono::seconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::string lo = LoopId(first), hi = LoopId(first + n - 1);
+    for (;;) {
+      int64_t done = Count(
+          host, "SELECT COUNT(*) FROM loop_runs WHERE loop_id >= ? AND loop_id <= ? AND result IS NOT NULL",
+          {std::string_view(lo), std::string_view(hi)});
+      if (done >= n) return;
+      if (std::chrono::steady_clock::now() > deadline) {
+        Wrong(std::to_string(done) + " of " + std::to_string(n) + " occurrences finished in time");
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+
+  // Waits until no inbox message is pending (every delivered message's turn
+  // ended); 0 then. When their number stops going down for `stalled`, the
+  // messages left are stuck: says which on stderr and returns how many.
+  static int64_t AwaitDrained(host::Host& host, std::chrono::seconds stalled) {
+    int64_t least = INT64_MAX;
+    auto progressed = std::chrono::steady_clock::now();
+    for (;;) {
+      const int64_t pending = Count(host, "SELECT COUNT(*) FROM inbox WHERE consumed_at IS NULL");
+      if (pending == 0) return 0;
+      if (pending < least) {
+        least = pending;
+        progressed = std::chrono::steady_clock::now();
+      } else if (std::chrono::steady_clock::now() - progressed > stalled) {
+        ReportStuck(host, pending);
+        return pending;
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+
+  // The sessions with messages left pending: for each, the pending
+  // messages' nums, the newest consumed num and the lease holder.
+  static void ReportStuck(host::Host& host, int64_t pending) {
+    std::fprintf(stderr, "%lld inbox messages stay pending (their turns never ran); the first sessions:\n",
+                 static_cast<long long>(pending));
+    Status st = host.database().ReadSync([&](store::Tx& tx) {
+      return tx.Query(
+          "SELECT i.session_id, MIN(i.num), MAX(i.num), COUNT(*),"
+          " (SELECT MAX(c.num) FROM inbox c WHERE c.session_id = i.session_id AND c.consumed_at IS NOT NULL),"
+          " (SELECT l.holder FROM session_leases l WHERE l.session_id = i.session_id)"
+          " FROM inbox i WHERE i.consumed_at IS NULL GROUP BY i.session_id ORDER BY i.session_id LIMIT 5",
+          {}, [&](const store::Row& row) {
+            std::fprintf(stderr, "  %s: %lld pending (nums %lld..%lld), newest consumed num %lld, lease %s\n",
+                         row.String(0).c_str(), static_cast<long long>(row.Int(3)),
+                         static_cast<long long>(row.Int(1)), static_cast<long long>(row.Int(2)),
+                         static_cast<long long>(row.IsNull(4) ? 0 : row.Int(4)),
+                         row.IsNull(5) ? "none" : row.String(5).c_str());
+            return Status::Ok();
+          });
+    });
+    if (!st.ok()) std::fprintf(stderr, "  (could not read them: %s)\n", st.ToString().c_str());
+  }
+
+  struct RunRow {
+    int64_t nominal, claimed, delivered, consumed;
+    std::string claimed_by;
+  };
+
+  // The run rows of loops [first, first + n), checked: one delivered run
+  // and one inbox row per loop.
+  static std::vector<RunRow> Runs(host::Host& host, int64_t first, int64_t n) {
+    std::vector<RunRow> out;
+    std::string lo = LoopId(first), hi = LoopId(first + n - 1);
+    Status st = host.database().ReadSync([&](store::Tx& tx) {
+      return tx.Query(
+          "SELECT r.nominal_at, r.claimed_at, r.delivered_at, r.result, r.claimed_by,"
+          " (SELECT COUNT(*) FROM inbox i WHERE i.session_id = r.target_session_id"
+          "   AND i.key = 'loop:' || r.loop_id || ':' || r.nominal_at),"
+          " (SELECT MAX(i.consumed_at) FROM inbox i WHERE i.session_id = r.target_session_id"
+          "   AND i.key = 'loop:' || r.loop_id || ':' || r.nominal_at)"
+          " FROM loop_runs r WHERE r.loop_id >= ? AND r.loop_id <= ?",
+          {std::string_view(lo), std::string_view(hi)}, [&](const store::Row& row) {
+            if (row.IsNull(3) || row.Text(3) != "delivered" || row.IsNull(2)) {
+              Wrong("an occurrence was not delivered: " +
+                    std::string(row.IsNull(3) ? "running" : row.Text(3)));
+            }
+            if (row.Int(5) != 1) Wrong("an occurrence has " + std::to_string(row.Int(5)) + " inbox rows");
+            out.push_back(
+                {row.Int(0), row.Int(1), row.Int(2), row.IsNull(6) ? 0 : row.Int(6), row.String(4)});
+            return Status::Ok();
+          });
+    });
+    if (!st.ok()) Fail("read runs", st);
+    if (static_cast<int64_t>(out.size()) != n) {
+      Wrong(std::to_string(out.size()) + " run rows for " + std::to_string(n) + " due occurrences");
+    }
+    return out;
+  }
+
+  struct LoopFigures {
+    double late_p50 = 0, late_p99 = 0, late_max = 0;
+    double claims_per_second = 0, delivered_per_second = 0;
+    double turns_ended_s = 0;  // burst: first claim → last turn ended
+    int64_t stuck = 0;         // messages whose turn never ran (a defect: the run fails)
+    std::string shares;        // burst claims per host, in %
+    // The hosts' writers from the burst being made due to its last record:
+    // write transactions, jobs per transaction, and per transaction the
+    // time from BEGIN to COMMIT (the jobs, and on several hosts the wait
+    // for the write lock) and the COMMIT itself, in µs.
+    uint64_t commits = 0;
+    double per_commit = 0, jobs_us = 0, commit_us = 0;
+  };
+
+  static std::vector<store::Database::Stats> WriterStats(std::vector<std::unique_ptr<host::Host>>& hosts) {
+    std::vector<store::Database::Stats> out;
+    for (auto& host : hosts) out.push_back(host->database().stats());
+    return out;
+  }
+
+  LoopFigures Loops(const Place& place, int hosts) {
+    std::vector<std::unique_ptr<host::Host>> h;
+    for (int i = 0; i < hosts; ++i) h.push_back(OpenHost(place, i));  // the first migrates
+    host::Host& h0 = *h[0];
+
+    // K sessions, L + B loops a day away, each loop targeting one session.
+    for (int64_t k = 0; k < args.sessions; ++k) {
+      session::NewSession s = h0.DefaultNewSession();
+      s.id = SessionId(k);
+      auto made = h0.sessions().Create(s);
+      if (!made.ok()) Fail("create session", made.status());
+    }
+    const int64_t total = args.late + args.burst;
+    const int64_t now = WallMs();
+    for (int64_t first = 0; first < total; first += 5'000) {
+      const int64_t last = std::min(total, first + 5'000);
+      Status st = h0.database().WriteSync([&](store::Tx& tx) -> Status {
+        for (int64_t i = first; i < last; ++i) {
+          loop::LoopRecord l;
+          l.loop_id = LoopId(i);
+          l.prompt = "Check on report " + std::to_string(i) + " and summarise what changed";
+          l.schedule = loop::Schedule{loop::ScheduleKind::kEvery, kDay, "", std::nullopt};
+          l.target = SessionId(i % args.sessions);
+          l.created_at = now;
+          l.due_at = now + kDay * 1000;
+          DSH_RETURN_IF_ERROR(loop::registry::Insert(tx, l));
+        }
+        return Status::Ok();
+      });
+      if (!st.ok()) Fail("insert loops", st);
+    }
+
+    // Start the hosts; session k goes live on host k mod H.
+    for (auto& host : h) {
+      if (Status st = host->Start(kIoThreads); !st.ok()) Fail("start host", st);
+    }
+    {
+      bench::Countdown live(static_cast<size_t>(args.sessions));
+      for (int64_t k = 0; k < args.sessions; ++k) {
+        h[static_cast<size_t>(k % hosts)]->agents().Resume(SessionId(k), [&](Status st) {
+          if (!st.ok()) Fail("resume", st);
+          live.Done();
+        });
+      }
+      if (!live.Wait(120s)) Fail("resume", Status("timeout", "the sessions did not go live in time"));
+    }
+
+    // The schedulers notice a loop made due by another writer at their next
+    // re-check (SchedulerOptions::max_wait, 1 s) and claim it 200 ms ahead
+    // of its time, so the first occurrence is set further ahead than that.
+    const int64_t lead_ms = args.quick ? 300 : 1'600;
+    const int64_t span_ms = static_cast<int64_t>(args.late_seconds * 1000);
+    // The burst comes once the lateness set's turns ended; with --quick
+    // right after that set (one wait for the schedulers to notice, not two).
+    const int64_t t0 = WallMs() + lead_ms;
+    int64_t burst_at = t0 + span_ms + 200;
+    int64_t late_stuck = 0;
+    auto writers_before = WriterStats(h);
+    MakeDue(h0, 0, args.late, [&](int64_t k) { return t0 + k * span_ms / args.late; });
+    if (args.quick) MakeDue(h0, args.late, args.burst, [&](int64_t) { return burst_at; });
+    AwaitRecorded(h0, 0, args.late, std::chrono::seconds(static_cast<int64_t>(args.late_seconds) + 300));
+    if (!args.quick) {
+      late_stuck = AwaitDrained(h0, kStalled);
+      burst_at = WallMs() + lead_ms;
+      writers_before = WriterStats(h);
+      MakeDue(h0, args.late, args.burst, [&](int64_t) { return burst_at; });
+    }
+    auto late_runs = Runs(h0, 0, args.late);
+    std::vector<double> late_ms;
+    for (const RunRow& r : late_runs) late_ms.push_back(static_cast<double>(r.delivered - r.nominal));
+
+    AwaitRecorded(h0, args.late, args.burst, 600s);
+    auto writers_after = WriterStats(h);
+    const int64_t burst_stuck = AwaitDrained(h0, kStalled);
+    auto burst_runs = Runs(h0, args.late, args.burst);
+
+    // Nothing else ran.
+    const int64_t runs = Count(h0, "SELECT COUNT(*) FROM loop_runs");
+    if (runs != total)
+      Wrong(std::to_string(runs) + " run rows in all for " + std::to_string(total) + " occurrences");
+    const int64_t keys = Count(h0, "SELECT COUNT(DISTINCT key) FROM inbox WHERE key LIKE 'loop:%'");
+    const int64_t rows = Count(h0, "SELECT COUNT(*) FROM inbox WHERE key LIKE 'loop:%'");
+    if (keys != runs || rows != runs) {
+      Wrong(std::to_string(rows) + " <loop> inbox rows, " + std::to_string(keys) + " keys, for " +
+            std::to_string(runs) + " runs");
+    }
+
+    LoopFigures f;
+    f.stuck = std::max(late_stuck, burst_stuck);
+    f.late_p50 = Percentile(late_ms, 0.5);
+    f.late_p99 = Percentile(late_ms, 0.99);
+    f.late_max = late_ms.back();
+    int64_t first_claim = INT64_MAX, last_claim = 0, last_delivery = 0, last_turn = 0;
+    std::map<std::string, int64_t> by_host;
+    for (const RunRow& r : burst_runs) {
+      first_claim = std::min(first_claim, r.claimed);
+      last_claim = std::max(last_claim, r.claimed);
+      last_delivery = std::max(last_delivery, r.delivered);
+      last_turn = std::max(last_turn, r.consumed);
+      by_host[r.claimed_by]++;
+    }
+    const double n = static_cast<double>(args.burst);
+    f.claims_per_second = n / (static_cast<double>(std::max<int64_t>(1, last_claim - first_claim)) / 1000.0);
+    f.delivered_per_second =
+        n / (static_cast<double>(std::max<int64_t>(1, last_delivery - first_claim)) / 1000.0);
+    f.turns_ended_s = static_cast<double>(last_turn - first_claim) / 1000.0;
+    std::vector<int64_t> shares;
+    for (const auto& [holder, count] : by_host) shares.push_back(count);
+    std::sort(shares.rbegin(), shares.rend());
+    for (size_t i = 0; i < shares.size(); ++i) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%s%.0f", i ? " / " : "", 100.0 * static_cast<double>(shares[i]) / n);
+      f.shares += buf;
+    }
+    f.shares += " %";
+    uint64_t jobs = 0, run_us = 0, commit_us = 0;
+    for (size_t i = 0; i < h.size(); ++i) {
+      f.commits += writers_after[i].commits - writers_before[i].commits;
+      jobs += writers_after[i].jobs - writers_before[i].jobs;
+      run_us += writers_after[i].run_us - writers_before[i].run_us;
+      commit_us += writers_after[i].commit_us - writers_before[i].commit_us;
+    }
+    if (f.commits > 0) {
+      const double c = static_cast<double>(f.commits);
+      f.per_commit = static_cast<double>(jobs) / c;
+      f.jobs_us = static_cast<double>(run_us) / c;
+      f.commit_us = static_cast<double>(commit_us) / c;
+    }
+
+    for (auto& host : h) host->Stop();
+    for (auto& host : h) host->Close();
+    return f;
+  }
+
+  // Sets loops [first, first + n) due at `at(k)` (k = 0..n-1).
+  static void MakeDue(host::Host& host, int64_t first, int64_t n, const std::function<int64_t(int64_t)>& at) {
+    Status st = host.database().WriteSync([&](store::Tx& tx) -> Status {
+      for (int64_t k = 0; k < n; ++k) {
+        const int64_t t = at(k);
+        std::string id = LoopId(first + k);
+        DSH_ASSIGN_OR_RETURN(
+            int64_t changed,
+            tx.Exec("UPDATE loops SET due_at = ?, next_at = ?, version = version + 1 WHERE loop_id = ?",
+                    {t, t, std::string_view(id)}));
+        if (changed != 1) return Status("bench", "no loop " + id);
+      }
+      return Status::Ok();
+    });
+    if (!st.ok()) Fail("make due", st);
+  }
+
+  // ---- the report ----
+
+  static std::string Ratio(double value, double reference) {
+    if (reference <= 0) return "–";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f×", value / reference);
+    return buf;
+  }
+
+  static std::string TurnsEnded(const LoopFigures& f) {
+    if (f.stuck > 0) return "never: " + std::to_string(f.stuck) + " messages stuck";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f s", f.turns_ended_s);
+    return buf;
+  }
+
+  void Run() {
+    spdlog::set_level(spdlog::level::warn);  // stdout is the report
+    dir = args.dir.empty() ? std::filesystem::temp_directory_path() / "dsh-multihost-bench"
+                           : std::filesystem::path(args.dir);
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    pg.emplace(PgServer::Open(args, dir));
+    std::printf("# PostgreSQL and several hosts against SQLite\n\n");
+    std::printf("SQLite: synchronous=FULL, files in %s. PostgreSQL: %s; %s.\n", dir.string().c_str(),
+                pg->origin().c_str(), pg->settings().c_str());
+    std::printf(
+        "Hosts: in this process, each its own Database handle (writer + 2 readers) and %u io threads; "
+        "%u cores.\n\n",
+        kIoThreads, std::thread::hardware_concurrency());
+    std::fflush(stdout);
+
+    if (args.only.empty() || args.only == "appends") {
+      std::printf("## Durable appends, %d appenders (one session each, on io strands), %.1f s each\n\n",
+                  kAppenders, args.seconds);
+      std::printf(
+          "| hosts | backend | events/s | ÷ SQLite, same hosts | commits/s | appends per commit | writer per "
+          "commit, mean of the hosts: jobs incl. write-lock wait / COMMIT / callbacks / waiting (µs) |\n");
+      std::printf("|---:|---|---:|---:|---:|---:|---|\n");
+      for (int hosts : {1, 3}) {
+        double sqlite = 0;
+        for (bool postgres : {false, true}) {
+          Place place = NewPlace(postgres);
+          AppendFigures f = Appends(place, hosts);
+          DropPlace(place);
+          if (!postgres) sqlite = f.per_second;
+          std::printf("| %d | %s | %.0f | %s | %.0f | %.1f | %.0f / %.0f / %.0f / %.0f |\n", hosts,
+                      postgres ? "PostgreSQL" : "SQLite", f.per_second, Ratio(f.per_second, sqlite).c_str(),
+                      f.commits_per_second, f.per_commit, f.writer.jobs, f.writer.commit, f.writer.callbacks,
+                      f.writer.waiting);
+          std::fflush(stdout);
+        }
+      }
+      std::printf("\n");
+    }
+
+    if (args.only.empty() || args.only == "loops") {
+      struct Row {
+        int hosts;
+        bool postgres;
+        LoopFigures f;
+      };
+      std::vector<Row> rows;
+      for (int hosts : {1, 3}) {
+        for (bool postgres : {false, true}) {
+          Place place = NewPlace(postgres);
+          rows.push_back({hosts, postgres, Loops(place, hosts)});
+          DropPlace(place);
+          std::fprintf(stderr, "loops: %d host(s) on %s done\n", hosts, postgres ? "PostgreSQL" : "SQLite");
+        }
+      }
+      const LoopFigures& sqlite1 = rows[0].f;
+      auto sqlite_same = [&](int hosts) -> const LoopFigures& {
+        for (const Row& r : rows) {
+          if (r.hosts == hosts && !r.postgres) return r.f;
+        }
+        return sqlite1;
+      };
+      std::printf(
+          "## Loops: a burst of %lld due at one instant, %lld live echo sessions spread over the hosts\n\n",
+          static_cast<long long>(args.burst), static_cast<long long>(args.sessions));
+      std::printf(
+          "| hosts | backend | claims/s | delivered/s | ÷ SQLite, same hosts | ÷ SQLite, one host | last "
+          "turn "
+          "ended | claims per host | write transactions: count, jobs each, BEGIN→COMMIT / COMMIT (µs) |\n");
+      std::printf("|---:|---|---:|---:|---:|---:|---:|---|---|\n");
+      for (const Row& r : rows) {
+        std::printf("| %d | %s | %.0f | %.0f | %s | %s | %s | %s | %llu, %.1f, %.0f / %.0f |\n", r.hosts,
+                    r.postgres ? "PostgreSQL" : "SQLite", r.f.claims_per_second, r.f.delivered_per_second,
+                    Ratio(r.f.delivered_per_second, sqlite_same(r.hosts).delivered_per_second).c_str(),
+                    Ratio(r.f.delivered_per_second, sqlite1.delivered_per_second).c_str(),
+                    TurnsEnded(r.f).c_str(), r.f.shares.c_str(), static_cast<unsigned long long>(r.f.commits),
+                    r.f.per_commit, r.f.jobs_us, r.f.commit_us);
+      }
+      std::printf(
+          "\n## Delivery lateness: %lld occurrences over %g s (%.0f due/s), delivered_at − nominal\n\n",
+          static_cast<long long>(args.late), args.late_seconds,
+          static_cast<double>(args.late) / args.late_seconds);
+      std::printf("| hosts | backend | p50 | p99 | max | p99 ÷ SQLite, one host |\n");
+      std::printf("|---:|---|---:|---:|---:|---:|\n");
+      for (const Row& r : rows) {
+        std::printf("| %d | %s | %.0f ms | %.0f ms | %.0f ms | %s |\n", r.hosts,
+                    r.postgres ? "PostgreSQL" : "SQLite", r.f.late_p50, r.f.late_p99, r.f.late_max,
+                    Ratio(std::max(1.0, r.f.late_p99), std::max(1.0, sqlite1.late_p99)).c_str());
+      }
+      const LoopFigures* pg3 = nullptr;
+      for (const Row& r : rows) {
+        if (r.hosts == 3 && r.postgres) pg3 = &r.f;
+      }
+      std::printf(
+          "\nGoal (three hosts on PostgreSQL deliver more occurrences per second than one host on SQLite): "
+          "%s — %.0f/s against %.0f/s (%s).\n",
+          pg3->delivered_per_second > sqlite1.delivered_per_second ? "met" : "NOT met",
+          pg3->delivered_per_second, sqlite1.delivered_per_second,
+          Ratio(pg3->delivered_per_second, sqlite1.delivered_per_second).c_str());
+      std::printf("\nChecked: every occurrence delivered once, with exactly one `<loop>` inbox row.\n");
+      for (const Row& r : rows) {
+        if (r.f.stuck == 0) continue;
+        std::fflush(stdout);
+        Wrong(std::to_string(r.f.stuck) + " delivered messages were never consumed (" +
+              std::to_string(r.hosts) + " hosts on " + (r.postgres ? "PostgreSQL" : "SQLite") +
+              "): their turns did not run");
+      }
+    }
+    std::fflush(stdout);
+    std::filesystem::remove_all(dir);  // the own cluster's directory is removed at exit, after it stopped
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Bench b;
+  Args& args = b.args;
+  for (int i = 1; i < argc; ++i) {
+    auto is = [&](const char* flag) { return !std::strcmp(argv[i], flag) && i + 1 < argc; };
+    if (is("--dir"))
+      args.dir = argv[++i];
+    else if (is("--pg"))
+      args.pg = argv[++i];
+    else if (is("--seconds"))
+      args.seconds = std::max(0.1, std::atof(argv[++i]));
+    else if (is("--sessions"))
+      args.sessions = std::max<int64_t>(1, std::atoll(argv[++i]));
+    else if (is("--late"))
+      args.late = std::max<int64_t>(1, std::atoll(argv[++i]));
+    else if (is("--late-seconds"))
+      args.late_seconds = std::max(0.1, std::atof(argv[++i]));
+    else if (is("--burst"))
+      args.burst = std::max<int64_t>(1, std::atoll(argv[++i]));
+    else if (is("--max-batch"))
+      args.max_batch = static_cast<size_t>(std::max(1, std::atoi(argv[++i])));
+    else if (is("--only") && (!std::strcmp(argv[i + 1], "appends") || !std::strcmp(argv[i + 1], "loops")))
+      args.only = argv[++i];
+    else if (!std::strcmp(argv[i], "--quick"))
+      args.quick = true;
+    else {
+      std::fprintf(stderr,
+                   "usage: %s [--dir DIR] [--pg CONNINFO] [--seconds S] [--sessions K] [--late L] "
+                   "[--late-seconds T] [--burst B] [--only appends|loops] [--max-batch N] [--quick]\n",
+                   argv[0]);
+      return 2;
+    }
+  }
+  if (args.quick) {
+    args.seconds = std::min(args.seconds, 0.3);
+    args.sessions = std::min<int64_t>(args.sessions, 10);
+    args.late = std::min<int64_t>(args.late, 200);
+    args.late_seconds = std::min(args.late_seconds, 0.5);
+    args.burst = std::min<int64_t>(args.burst, 300);
+  }
+  b.Run();
+  return 0;
+}

@@ -98,7 +98,7 @@ void LoopScheduler::Stop() {
     flushed = true;
     cv_.notify_all();
   });
-  cv_.wait(lock, [&] { return flushed && !in_tick_ && in_flight_ == 0; });
+  cv_.wait(lock, [&] { return flushed && !in_tick_ && in_flight_ == 0 && timer_waits_ == 0; });
 }
 
 void LoopScheduler::Poke() {
@@ -269,10 +269,17 @@ void LoopScheduler::Arm(std::optional<int64_t> next_at) {
     wait = std::min(wait, std::chrono::milliseconds(std::max<int64_t>(until, 0)));
   }
   armed_at_ = now + wait.count();
-  timer_.expires_after(wait);
+  timer_.expires_after(wait);  // a wait still pending ends with operation_aborted
+  {
+    std::lock_guard lock(mu_);
+    ++timer_waits_;
+  }
   timer_.async_wait(boost::asio::bind_executor(strand_, [this](const boost::system::error_code& ec) {
-    if (ec || ticking_) return;
-    Tick();
+    if (!ec && !ticking_) Tick();
+    // Stop() returns only once every wait's handler has run.
+    std::lock_guard lock(mu_);
+    --timer_waits_;
+    cv_.notify_all();
   }));
 }
 

@@ -141,6 +141,7 @@ class LoopScheduler {
   bool stopped_ = false;     // GUARDED_BY(mu_)
   bool in_tick_ = false;     // GUARDED_BY(mu_)
   int64_t in_flight_ = 0;    // GUARDED_BY(mu_) claimed, outcome not yet recorded
+  int64_t timer_waits_ = 0;  // GUARDED_BY(mu_) waits on timer_ whose handler has not run yet
   int64_t ticks_started_ = 0;   // GUARDED_BY(mu_)
   int64_t ticks_finished_ = 0;  // GUARDED_BY(mu_)
 };

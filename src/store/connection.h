@@ -103,14 +103,12 @@ class Connection : public Tx {
   // A count of rows changed through this connection that only grows: two
   // readings differ when rows were inserted, updated or deleted in between.
   virtual int64_t TotalChanges() = 0;
-  // Whether a transaction is open; false once the backend has rolled one back
-  // by itself after an error (SQLite does so on a full disk or an I/O error)
-  // or an error has aborted it (PostgreSQL).
+  // Whether a transaction is open and usable; false once the backend has
+  // rolled one back by itself after an error (SQLite does so on a full disk
+  // or an I/O error) or a failed statement has aborted it (PostgreSQL, where
+  // only a savepoint lets a transaction go on after an error; SQLite undoes
+  // the failed statement only).
   virtual bool InTransaction() = 0;
-  // Whether any failed statement aborts the open transaction (PostgreSQL),
-  // so that only a savepoint lets the transaction go on after an error;
-  // SQLite undoes the failed statement only.
-  virtual bool ErrorsAbortTransaction() const { return false; }
 };
 
 // A notice another host sent with Tx::Notify.

@@ -344,10 +344,11 @@ size_t Database::CommitBatch(Connection& conn, std::vector<Pending>& batch, size
     if (end == batch.size() && (options_.max_gather.count() <= 0 || !TakeMore(batch, end - first))) break;
     Pending& job = batch[end];
     // The transaction's first job needs no savepoint: if it fails, rolling
-    // the transaction back undoes nothing else.
-    // Where a failed statement aborts the transaction, a job that fails
-    // before writing needs its savepoint too.
-    if (end == first || (job.isolation == JobIsolation::kFailsBeforeWriting && !conn.ErrorsAbortTransaction())) {
+    // the transaction back undoes nothing else. A job that fails before
+    // writing leaves the transaction usable on both backends (its checks
+    // are not failed statements); a failed statement, which aborts a
+    // PostgreSQL transaction, counts as a failure after a change.
+    if (end == first || job.isolation == JobIsolation::kFailsBeforeWriting) {
       int64_t changes = conn.TotalChanges();
       results.push_back(RunJob(job.job, conn));
       const Status& st = results.back();

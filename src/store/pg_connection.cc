@@ -184,7 +184,6 @@ class PgConnection final : public Connection {
     PGTransactionStatusType s = PQtransactionStatus(conn_);
     return s == PQTRANS_INTRANS || s == PQTRANS_ACTIVE;
   }
-  bool ErrorsAbortTransaction() const override { return true; }
 
   Status Configure() {
     // Times as UTC, text as UTF-8, and no notices in the logs.

@@ -36,7 +36,7 @@ struct PgOptions {
 // refused connection is `unavailable` (reconnected at the next transaction);
 // a COMMIT whose answer was lost is `persistence_uncertain`; anything else
 // is `storage_error`. A statement that fails inside a transaction aborts it
-// (ErrorsAbortTransaction), unlike SQLite.
+// (InTransaction() is false then), unlike SQLite.
 //
 // Notices (Tx::Notify) are `pg_notify` calls in the transaction, heard by
 // the other factories' listeners (LISTEN), which also read the server's

@@ -45,7 +45,6 @@ class FaultyConnection final : public Connection {
   Status ReleaseSavepoint(std::string_view n) override { return inner_->ReleaseSavepoint(n); }
   int64_t TotalChanges() override { return inner_->TotalChanges(); }
   bool InTransaction() override { return inner_->InTransaction(); }
-  bool ErrorsAbortTransaction() const override { return inner_->ErrorsAbortTransaction(); }
 
  private:
   std::unique_ptr<Connection> inner_;

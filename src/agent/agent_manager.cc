@@ -56,6 +56,12 @@ void AgentManager::Start() {
   inbox_notices_ = db_.Subscribe("inbox", [this](std::string_view session_id) {
     if (auto agent = Find(std::string(session_id))) ReloadPending(agent);
   });
+  {
+    // The first sweep is posted, not timed: Stop() waits for it as for an
+    // armed timer, so that it never runs on a destroyed manager.
+    std::lock_guard lock(mu_);
+    timer_armed_ = true;
+  }
   boost::asio::post(ioc_, [this] { Sweep(); });
 }
 

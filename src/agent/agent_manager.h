@@ -229,7 +229,7 @@ class AgentManager {
   // Agents that left live_ whose observers are still being told; Stop() and
   // WaitUntilNotLive() wait for them so no "stopped" arrives after they return.
   int stopping_observed_ = 0;  // GUARDED_BY(mu_)
-  bool timer_armed_ = false;          // GUARDED_BY(mu_); the timer is only touched under mu_
+  bool timer_armed_ = false;          // GUARDED_BY(mu_); the timer (or the first, posted sweep) is pending; the timer is only touched under mu_
   // Touched only by the sweep chain, one step at a time.
   bool renewed_once_ = false;
   int64_t last_renewal_ms_ = 0;

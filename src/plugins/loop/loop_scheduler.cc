@@ -98,7 +98,7 @@ void LoopScheduler::Stop() {
     flushed = true;
     cv_.notify_all();
   });
-  cv_.wait(lock, [&] { return flushed && !in_tick_ && in_flight_ == 0 && timer_waits_ == 0; });
+  cv_.wait(lock, [&] { return flushed && !in_tick_ && in_flight_ == 0 && pending_handlers_ == 0; });
 }
 
 void LoopScheduler::Poke() {
@@ -227,14 +227,14 @@ void LoopScheduler::AnnounceChange() {
 }
 
 void LoopScheduler::Recorded() {
-  bool room_again;
   {
     std::lock_guard lock(mu_);
-    room_again = in_flight_-- == options_.max_in_flight;
+    bool room_again = in_flight_-- == options_.max_in_flight;
+    if (room_again) ++pending_handlers_;  // counted before Stop() can see in_flight_ drop
     cv_.notify_all();
+    if (!room_again) return;
   }
-  if (!room_again) return;
-  boost::asio::post(strand_, [this] {
+  PostCounted([this] {
     if (!awaiting_room_ || ticking_) return;
     awaiting_room_ = false;
     Tick();
@@ -242,19 +242,38 @@ void LoopScheduler::Recorded() {
 }
 
 void LoopScheduler::FinishTick(bool again, std::optional<int64_t> next_at) {
+  ticking_ = false;
+  if (again || poked_) {
+    Queue([this] { Tick(); });
+  } else {
+    if (expected_) {
+      next_at = next_at ? std::min(*next_at, *expected_) : *expected_;
+      expected_.reset();
+    }
+    Arm(next_at);
+  }
+  // Last: once in_tick_ is false, Stop() may return and this object go.
+  std::lock_guard lock(mu_);
+  ticks_finished_ = ticks_started_;
+  in_tick_ = false;
+  cv_.notify_all();
+}
+
+void LoopScheduler::Queue(std::function<void()> fn) {
   {
     std::lock_guard lock(mu_);
-    ticks_finished_ = ticks_started_;
-    in_tick_ = false;
+    ++pending_handlers_;
+  }
+  PostCounted(std::move(fn));
+}
+
+void LoopScheduler::PostCounted(std::function<void()> fn) {
+  boost::asio::post(strand_, [this, fn = std::move(fn)] {
+    fn();
+    std::lock_guard lock(mu_);
+    --pending_handlers_;
     cv_.notify_all();
-  }
-  ticking_ = false;
-  if (again || poked_) return Tick();
-  if (expected_) {
-    next_at = next_at ? std::min(*next_at, *expected_) : *expected_;
-    expected_.reset();
-  }
-  Arm(next_at);
+  });
 }
 
 void LoopScheduler::Arm(std::optional<int64_t> next_at) {
@@ -272,13 +291,13 @@ void LoopScheduler::Arm(std::optional<int64_t> next_at) {
   timer_.expires_after(wait);  // a wait still pending ends with operation_aborted
   {
     std::lock_guard lock(mu_);
-    ++timer_waits_;
+    ++pending_handlers_;
   }
   timer_.async_wait(boost::asio::bind_executor(strand_, [this](const boost::system::error_code& ec) {
     if (!ec && !ticking_) Tick();
     // Stop() returns only once every wait's handler has run.
     std::lock_guard lock(mu_);
-    --timer_waits_;
+    --pending_handlers_;
     cv_.notify_all();
   }));
 }

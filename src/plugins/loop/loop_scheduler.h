@@ -109,6 +109,8 @@ class LoopScheduler {
   void Tick();                                                // on the strand
   void FinishTick(bool again, std::optional<int64_t> next_at);  // on the strand
   void Arm(std::optional<int64_t> next_at);                   // on the strand
+  void Queue(std::function<void()> fn);  // posts fn to the strand; Stop() waits for it to run
+  void PostCounted(std::function<void()> fn);  // Queue() once pending_handlers_ counts it
   void DeliverAndRecord(const registry::Claim& claim);  // the claim's delivery, then its record
   void Recorded();  // one claimed occurrence's outcome is recorded (any thread)
   void Deliver(const registry::Claim& claim, std::function<void(registry::Outcome)> done);
@@ -141,7 +143,9 @@ class LoopScheduler {
   bool stopped_ = false;     // GUARDED_BY(mu_)
   bool in_tick_ = false;     // GUARDED_BY(mu_)
   int64_t in_flight_ = 0;    // GUARDED_BY(mu_) claimed, outcome not yet recorded
-  int64_t timer_waits_ = 0;  // GUARDED_BY(mu_) waits on timer_ whose handler has not run yet
+  // Handlers of this scheduler not yet run (timer_ waits, Queue()d work):
+  // Stop() waits for them.
+  int64_t pending_handlers_ = 0;  // GUARDED_BY(mu_)
   int64_t ticks_started_ = 0;   // GUARDED_BY(mu_)
   int64_t ticks_finished_ = 0;  // GUARDED_BY(mu_)
 };

@@ -2,6 +2,7 @@ import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { api, clientTimeZone, type HostInfo, type LoopRun, type LoopView } from "./api";
 import { fieldOfError } from "./lib/fields.js";
 import { countdown, scheduleWords, targetWords, toSeconds, UNITS } from "./lib/loops.js";
+import { useNow } from "./use_now";
 
 // The global automation panel (spec 000 §8.2, docs/UI.md): every loop of the
 // profile (or those targeting one session), their run history, and the form
@@ -36,14 +37,6 @@ function localTime(ms: number): string {
   return new Date(ms).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "medium" });
 }
 
-function useNow(periodMs: number): number {
-  const [now, setNow] = useState(Date.now());
-  useEffect(() => {
-    const t = setInterval(() => setNow(Date.now()), periodMs);
-    return () => clearInterval(t);
-  }, [periodMs]);
-  return now;
-}
 
 interface Props {
   host: HostInfo;

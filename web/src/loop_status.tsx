@@ -1,6 +1,7 @@
 import { useEffect, useState } from "preact/hooks";
 import { api, type LoopView } from "./api";
 import { countdown, loopSummary } from "./lib/loops.js";
+import { useNow } from "./use_now";
 
 // The composer's compact status of the open session's automation (spec 000
 // §8.1, spec 004): its own loops from loop_list({}) called as this session —
@@ -18,7 +19,7 @@ interface Reminder {
 export function LoopStatus({ sessionId, version }: { sessionId: string; version: number }) {
   const [loops, setLoops] = useState<LoopView[] | null>(null);
   const [reminders, setReminders] = useState<Reminder[]>([]);
-  const [now, setNow] = useState(Date.now());
+  const now = useNow(1000);
 
   useEffect(() => {
     let live = true;
@@ -31,10 +32,6 @@ export function LoopStatus({ sessionId, version }: { sessionId: string; version:
       live = false;
     };
   }, [sessionId, version]);
-  useEffect(() => {
-    const t = setInterval(() => setNow(Date.now()), 1000);
-    return () => clearInterval(t);
-  }, []);
 
   const summary = loopSummary(loops ?? []);
   const nextReminder = reminders.reduce<number | null>((m, r) => {

@@ -515,18 +515,18 @@ ModelRequest Agent::BuildRequest() {
   req.messages.reserve(conversation_.size() + 1);
   if (!system.empty()) req.messages.push_back({ModelMessage::Role::kSystem, system, {}, "", ""});
   req.messages.insert(req.messages.end(), conversation_.begin(), conversation_.end());
-  for (const Tool* t : manager_.tools_.List()) {
+  for (const auto& t : manager_.tools_.List()) {
     if (ToolAllowed(t->name())) req.tools.push_back({t->name(), t->description(), t->parameters()});
   }
   return req;
 }
 
 bool Agent::ToolAllowed(const std::string& name) const {
-  const Tool* tool = manager_.tools_.Find(name);
+  std::shared_ptr<const Tool> tool = manager_.tools_.Find(name);
   if (tool == nullptr) return false;
   if (tool->root_only() && header_.delegation_depth > 0) return false;
   if (preset_.all_tools) return true;
-  const std::string& group = manager_.tools_.GroupOf(name);
+  std::string group = manager_.tools_.GroupOf(name);
   return std::find(preset_.tool_groups.begin(), preset_.tool_groups.end(), group) != preset_.tool_groups.end();
 }
 
@@ -541,6 +541,7 @@ ToolContext Agent::MakeToolContext() const {
   ctx.cwd = header_.cwd;
   ctx.agent_call = true;
   ctx.client_time_zone = TurnClientZone();
+  ctx.cancel = cancel_;
   return ctx;
 }
 

@@ -5,6 +5,7 @@
 #include <string>
 #include <string_view>
 
+#include "agent/model.h"
 #include "base/json.h"
 #include "base/schema.h"
 #include "base/status.h"
@@ -30,6 +31,10 @@ struct ToolContext {
   // `client_time_zone` of an HTTP tool call or command, or, inside a turn,
   // that of the message that started the turn. Absent when unknown.
   std::optional<std::string> client_time_zone;
+  // The running turn's token, inside a turn (null otherwise): a tool that
+  // waits on something outside (an MCP server) stops waiting when it is
+  // cancelled.
+  std::shared_ptr<CancelToken> cancel;
 };
 
 // One tool. Implementations are thread-safe: Invoke may be called from any

@@ -1,36 +1,72 @@
 #include "agent/tool_registry.h"
 
+#include <mutex>
+#include <set>
+
 namespace dsh::agent {
 
-Status ToolRegistry::Register(std::unique_ptr<Tool> tool, std::string group) {
-  const std::string& name = tool->name();
-  if (name.empty() || name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos) {
-    return InvalidArguments("tool name '" + name + "' must be lowercase letters, digits and _");
+Status ToolRegistry::CheckName(const std::string& name) {
+  if (name.empty() || name.size() > 64 ||
+      name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != std::string::npos) {
+    return InvalidArguments("tool name '" + name + "' must be 1 to 64 letters, digits, _ and -");
   }
+  return Status::Ok();
+}
+
+Status ToolRegistry::Register(std::shared_ptr<Tool> tool, std::string group) {
+  const std::string& name = tool->name();
+  DSH_RETURN_IF_ERROR(CheckName(name));
+  std::unique_lock lock(mu_);
   if (tools_.count(name)) return Status(codes::kAlreadyExists, "tool '" + name + "' is already registered");
   tools_.emplace(name, Entry{std::move(tool), std::move(group)});
   return Status::Ok();
 }
 
-Tool* ToolRegistry::Find(std::string_view name) const {
-  auto it = tools_.find(name);
-  return it == tools_.end() ? nullptr : it->second.tool.get();
+Status ToolRegistry::ReplaceGroup(const std::string& group, std::vector<std::shared_ptr<Tool>> tools) {
+  std::set<std::string, std::less<>> names;
+  for (const auto& tool : tools) {
+    DSH_RETURN_IF_ERROR(CheckName(tool->name()));
+    if (!names.insert(tool->name()).second) {
+      return Status(codes::kAlreadyExists, "tool '" + tool->name() + "' is listed twice");
+    }
+  }
+  std::unique_lock lock(mu_);
+  for (const auto& name : names) {
+    auto it = tools_.find(name);
+    if (it != tools_.end() && it->second.group != group) {
+      return Status(codes::kAlreadyExists, "tool '" + name + "' is already registered by " + it->second.group);
+    }
+  }
+  std::erase_if(tools_, [&](const auto& kv) { return kv.second.group == group; });
+  for (auto& tool : tools) {
+    std::string name = tool->name();
+    tools_.emplace(std::move(name), Entry{std::move(tool), group});
+  }
+  return Status::Ok();
 }
 
-const std::string& ToolRegistry::GroupOf(std::string_view name) const {
-  static const std::string kNone;
+std::shared_ptr<Tool> ToolRegistry::Find(std::string_view name) const {
+  std::shared_lock lock(mu_);
   auto it = tools_.find(name);
-  return it == tools_.end() ? kNone : it->second.group;
+  return it == tools_.end() ? nullptr : it->second.tool;
 }
 
-std::vector<const Tool*> ToolRegistry::List() const {
-  std::vector<const Tool*> out;
-  for (const auto& [_, e] : tools_) out.push_back(e.tool.get());
+std::string ToolRegistry::GroupOf(std::string_view name) const {
+  std::shared_lock lock(mu_);
+  auto it = tools_.find(name);
+  return it == tools_.end() ? std::string() : it->second.group;
+}
+
+std::vector<std::shared_ptr<const Tool>> ToolRegistry::List() const {
+  std::shared_lock lock(mu_);
+  std::vector<std::shared_ptr<const Tool>> out;
+  out.reserve(tools_.size());
+  for (const auto& [_, e] : tools_) out.push_back(e.tool);
   return out;
 }
 
 void ToolRegistry::Invoke(std::string_view name, const ToolContext& ctx, const Json& args, Tool::Done done) const {
-  Tool* tool = Find(name);
+  std::shared_ptr<Tool> tool = Find(name);
   if (tool == nullptr || (tool->root_only() && ctx.delegation_depth > 0)) {
     return done(Status(codes::kUnknownTool, "no tool named '" + std::string(name) + "'"));
   }

@@ -56,5 +56,41 @@ TEST(ToolRegistry, UnknownToolsAndDuplicateNamesAreErrors) {
   EXPECT_EQ(r.Find("add")->parameters()["required"], Json::array({"a", "b"}));
 }
 
+// A tool with a given name that answers with it (an MCP server's tool).
+class NamedTool final : public Tool {
+ public:
+  explicit NamedTool(std::string name) : name_(std::move(name)) {}
+  const std::string& name() const override { return name_; }
+  const std::string& description() const override { return name_; }
+  const Json& parameters() const override { return params_; }
+  void Invoke(const ToolContext&, const Json&, Done done) override { done(Json(name_)); }
+
+ private:
+  std::string name_;
+  Json params_ = Json{{"type", "object"}};
+};
+
+TEST(ToolRegistry, ReplacingAGroupSwapsItsToolsOnlyAndKeepsHeldOnesAlive) {
+  ToolRegistry r;
+  ASSERT_TRUE(r.Register(std::make_unique<AddTool>()).ok());
+  ASSERT_TRUE(r.ReplaceGroup("mcp:ev", {std::make_shared<NamedTool>("ev__echo"), std::make_shared<NamedTool>("ev__get-sum")}).ok());
+  EXPECT_EQ(r.GroupOf("ev__get-sum"), "mcp:ev");
+  std::shared_ptr<Tool> held = r.Find("ev__echo");
+  ASSERT_TRUE(r.ReplaceGroup("mcp:ev", {std::make_shared<NamedTool>("ev__Other")}).ok());
+  EXPECT_EQ(r.Find("ev__echo"), nullptr);
+  EXPECT_EQ(held->name(), "ev__echo");  // still usable by whoever held it
+  EXPECT_EQ(*Call(r, "ev__Other", Json::object()), "ev__Other");
+  EXPECT_EQ(r.List().size(), 2u);
+  // A name of another group, a bad name or a repeated one changes nothing.
+  EXPECT_EQ(r.ReplaceGroup("mcp:ev", {std::make_shared<NamedTool>("add")}).code(), "already_exists");
+  EXPECT_EQ(r.ReplaceGroup("mcp:ev", {std::make_shared<NamedTool>("a.b")}).code(), "invalid_arguments");
+  EXPECT_EQ(r.ReplaceGroup("mcp:ev", {std::make_shared<NamedTool>("x"), std::make_shared<NamedTool>("x")}).code(),
+            "already_exists");
+  EXPECT_EQ(r.ReplaceGroup("mcp:ev", {std::make_shared<NamedTool>(std::string(65, 'a'))}).code(), "invalid_arguments");
+  EXPECT_NE(r.Find("ev__Other"), nullptr);
+  ASSERT_TRUE(r.ReplaceGroup("mcp:ev", {}).ok());
+  EXPECT_EQ(r.List().size(), 1u);
+}
+
 }  // namespace
 }  // namespace dsh::agent

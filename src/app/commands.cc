@@ -2,6 +2,7 @@
 
 #include "app/cron_command.h"
 #include "app/loop_command.h"
+#include "app/mcp_command.h"
 #include "app/sessions_command.h"
 #include "app/tool_command.h"
 #include "app/web_command.h"
@@ -14,6 +15,7 @@ void AddAllCommands(CLI::App& root, CommandContext& ctx) {
   AddSessionsCommand(root, ctx);
   AddLoopCommand(root, ctx);
   AddCronCommand(root, ctx);
+  AddMcpCommand(root, ctx);
 }
 
 }  // namespace dsh::app

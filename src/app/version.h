@@ -1,5 +1,7 @@
 #pragma once
 
+#include "base/version.h"
+
 namespace dsh::app {
-inline constexpr const char* kVersion = "0.1.0";
+using dsh::kVersion;
 }

@@ -73,6 +73,11 @@ inline constexpr const char* kModelTimeout = "model_timeout";
 inline constexpr const char* kModelRateLimited = "model_rate_limited";
 inline constexpr const char* kModelError = "model_error";
 inline constexpr const char* kModelBadResponse = "model_bad_response";
+// MCP servers (src/mcp): the server is down or cannot be started, did not
+// answer in time, or answered a call with a JSON-RPC error.
+inline constexpr const char* kMcpUnavailable = "mcp_unavailable";
+inline constexpr const char* kMcpTimeout = "mcp_timeout";
+inline constexpr const char* kMcpError = "mcp_error";
 }  // namespace codes
 
 inline Status InvalidArguments(std::string message) {

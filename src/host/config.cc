@@ -24,6 +24,7 @@ struct Spec {
   std::vector<std::string> one_of;    // kString
   bool allow_empty = false;           // kString
   bool unique = false;                // kList: no element twice
+  bool non_empty = false;             // kList: at least one element
   int64_t min = 0, max = 0;           // kInt
   std::string hint;                   // what a good value looks like
 };
@@ -53,6 +54,15 @@ Spec SetOf(Spec item, std::string hint) {
   s.kind = Spec::Kind::kList;
   s.item = std::make_shared<const Spec>(std::move(item));
   s.unique = true;
+  s.hint = std::move(hint);
+  return s;
+}
+// A non-empty list of elements each checked against `item`.
+Spec List(Spec item, std::string hint) {
+  Spec s;
+  s.kind = Spec::Kind::kList;
+  s.item = std::make_shared<const Spec>(std::move(item));
+  s.non_empty = true;
   s.hint = std::move(hint);
   return s;
 }
@@ -120,7 +130,8 @@ const Spec& RootSpec() {
        MapOf(kIdPattern, IdHint("preset id"),
              Map({
                  {"system_prompt", Text()},
-                 {"tools", SetOf(Matching(kIdPattern, std::string("a tool group name (") + kIdHint + ")"),
+                 {"tools", SetOf(Matching("(mcp:)?[a-z0-9_-]+", std::string("a tool group name (") + kIdHint +
+                                                                      ", or mcp:SERVER)"),
                                  "a list of distinct tool group names")},
              }),
              "a mapping of preset ids to presets")},
@@ -128,6 +139,21 @@ const Spec& RootSpec() {
       {"workspaces", MapOf(kIdPattern, IdHint("workspace id"), Matching("/.*", "an absolute path"),
                            "a mapping of workspace ids to absolute paths")},
       {"interface", Map({{"global_session", Bool()}})},
+      {"mcp",
+       Map({{"servers",
+             MapOf(kIdPattern, IdHint("MCP server name"),
+                   Map({
+                       {"command", List(Text(), "a list of strings: the program and its arguments")},
+                       {"env", MapOf("[A-Za-z_][A-Za-z0-9_]*", "environment variable name", Text(),
+                                     "a mapping of environment variable names to values")},
+                       {"cwd", Matching("/.*", "an absolute path")},
+                       {"url", Matching("https?://.+", "a URL starting with http:// or https://")},
+                       {"headers", MapOf("[A-Za-z0-9-]+", "HTTP header name", Text(),
+                                         "a mapping of HTTP header names to values")},
+                       {"timeout", Int(1, 86'400)},
+                       {"start_timeout", Int(1, 3'600)},
+                   }),
+                   "a mapping of MCP server names to servers")}})},
       {"agents", Map({{"idle_eviction", Int(1, 31'536'000)}, {"max_steps", Int(1, 10'000)}})},
       {"plugins", Map({{"loop", Map({{"enabled", Bool()}})},
                        {"sessions", Map({{"enabled", Bool()}})},
@@ -185,7 +211,7 @@ Status Check(const std::string& file, const std::string& path, const YAML::Node&
       return Status::Ok();
     }
     case Spec::Kind::kList: {
-      if (!node.IsSequence()) return must_be();
+      if (!node.IsSequence() || (spec.non_empty && node.size() == 0)) return must_be();
       std::set<std::string> seen;
       for (size_t i = 0; i < node.size(); ++i) {
         std::string item_path = path + "[" + std::to_string(i) + "]";
@@ -341,6 +367,24 @@ Config Decode(const YAML::Node& root) {
   if (auto s = root["interface"]; s && s.IsMap()) {
     if (s["global_session"]) c.interface.global_session = s["global_session"].as<bool>();
   }
+  if (auto s = root["mcp"]; s && s.IsMap() && s["servers"] && s["servers"].IsMap()) {
+    std::map<std::string, mcp::ServerSpec> by_name;
+    for (const auto& kv : s["servers"]) {
+      mcp::ServerSpec spec;
+      spec.name = kv.first.Scalar();
+      const YAML::Node& n = kv.second;
+      if (!n.IsMap()) continue;
+      if (n["command"]) spec.command = n["command"].as<std::vector<std::string>>();
+      if (n["env"] && n["env"].IsMap()) spec.env = n["env"].as<std::map<std::string, std::string>>();
+      spec.cwd = StrOr(n, "cwd", "");
+      spec.url = StrOr(n, "url", "");
+      if (n["headers"] && n["headers"].IsMap()) spec.headers = n["headers"].as<std::map<std::string, std::string>>();
+      if (n["timeout"]) spec.call_timeout = std::chrono::seconds(n["timeout"].as<int64_t>());
+      if (n["start_timeout"]) spec.start_timeout = std::chrono::seconds(n["start_timeout"].as<int64_t>());
+      by_name[spec.name] = std::move(spec);
+    }
+    for (auto& [_, spec] : by_name) c.mcp_servers.push_back(std::move(spec));
+  }
   if (auto s = root["agents"]; s && s.IsMap()) {
     if (s["idle_eviction"]) c.agents.idle_eviction_seconds = s["idle_eviction"].as<int64_t>();
     if (s["max_steps"]) c.agents.max_steps = s["max_steps"].as<int64_t>();
@@ -363,6 +407,20 @@ Status CheckMerged(const Config& c, const Origins& origins) {
     if (p.type == "openai" && p.base_url.empty()) {
       return Bad(origins.Of({"providers", p.name}), "providers." + p.name + ".base_url",
                  "is required for a provider of type openai");
+    }
+  }
+  for (const auto& m : c.mcp_servers) {
+    if (m.command.empty() == m.url.empty()) {
+      return Bad(origins.Of({"mcp", "servers", m.name}), "mcp.servers." + m.name,
+                 "needs either `command` (a stdio server) or `url` (a Streamable HTTP server), not both");
+    }
+    if (!m.command.empty() && (!m.headers.empty())) {
+      return Bad(origins.Of({"mcp", "servers", m.name}), "mcp.servers." + m.name + ".headers",
+                 "is for `url` servers; a `command` server takes `env`");
+    }
+    if (!m.url.empty() && (!m.env.empty() || !m.cwd.empty())) {
+      return Bad(origins.Of({"mcp", "servers", m.name}), "mcp.servers." + m.name,
+                 "`env` and `cwd` are for `command` servers; a `url` server takes `headers`");
     }
   }
   if (!c.FindPreset(c.default_preset)) {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "mcp/transport.h"
 
 namespace dsh::host {
 
@@ -68,6 +69,10 @@ struct Config {
     std::string path;  // absolute, lexically normalized
   };
   std::vector<Workspace> workspaces;  // in id order
+
+  // `mcp.servers.NAME`: MCP servers whose tools the agents get, as the tool
+  // group `mcp:NAME` (docs/MCP.md). In name order.
+  std::vector<mcp::ServerSpec> mcp_servers;
 
   struct Interface {
     bool global_session = true;  // `interface.global_session`

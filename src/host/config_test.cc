@@ -487,3 +487,62 @@ TEST(Config, TheWebScheduleExampleTurnsOnScheduleAndTimeContext) {
 
 }  // namespace
 }  // namespace dsh::host
+
+namespace dsh::host {
+namespace {
+
+TEST(Config, McpServersAreReadWithTheirTransportAndTimeouts) {
+  auto c = ParseConfigText("x.yml",
+                           "mcp:\n  servers:\n"
+                           "    fs:\n      command: [npx, -y, server-filesystem, /srv]\n"
+                           "      env: {LOG_LEVEL: debug}\n      cwd: /srv\n      timeout: 5\n"
+                           "    web:\n      url: http://127.0.0.1:9000/mcp\n"
+                           "      headers: {Authorization: Bearer x}\n      start_timeout: 7\n"
+                           "presets:\n  files: {tools: [mcp:fs, sessions]}\n");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_EQ(c->mcp_servers.size(), 2u);
+  const auto& fs = c->mcp_servers[0];
+  EXPECT_EQ(fs.name, "fs");
+  EXPECT_TRUE(fs.stdio());
+  EXPECT_EQ(fs.command, (std::vector<std::string>{"npx", "-y", "server-filesystem", "/srv"}));
+  EXPECT_EQ(fs.env.at("LOG_LEVEL"), "debug");
+  EXPECT_EQ(fs.cwd, "/srv");
+  EXPECT_EQ(fs.call_timeout, std::chrono::seconds(5));
+  EXPECT_EQ(fs.start_timeout, std::chrono::seconds(30));  // the default
+  const auto& web = c->mcp_servers[1];
+  EXPECT_FALSE(web.stdio());
+  EXPECT_EQ(web.url, "http://127.0.0.1:9000/mcp");
+  EXPECT_EQ(web.headers.at("Authorization"), "Bearer x");
+  EXPECT_EQ(web.call_timeout, std::chrono::seconds(60));
+  EXPECT_EQ(web.start_timeout, std::chrono::seconds(7));
+  EXPECT_EQ(c->FindPreset("files")->tool_groups, (std::vector<std::string>{"mcp:fs", "sessions"}));
+}
+
+TEST(Config, ABadMcpServerIsNamedWithWhatIsWrong) {
+  struct Case {
+    const char* yaml;
+    const char* expected;
+  } cases[] = {
+      {"mcp:\n  servers:\n    Fs: {command: [a]}\n", "`mcp.servers.Fs` is not a valid MCP server name"},
+      {"mcp:\n  servers:\n    fs: {command: []}\n", "`mcp.servers.fs.command` must be a list of strings"},
+      {"mcp:\n  servers:\n    fs: {command: a}\n", "`mcp.servers.fs.command` must be a list of strings"},
+      {"mcp:\n  servers:\n    fs: {}\n", "`mcp.servers.fs` needs either `command`"},
+      {"mcp:\n  servers:\n    fs: {command: [a], url: http://h/mcp}\n", "`mcp.servers.fs` needs either `command`"},
+      {"mcp:\n  servers:\n    fs: {url: ftp://h/mcp}\n", "`mcp.servers.fs.url` must be a URL"},
+      {"mcp:\n  servers:\n    fs: {url: http://h/mcp, env: {A: b}}\n", "`env` and `cwd` are for `command` servers"},
+      {"mcp:\n  servers:\n    fs: {command: [a], headers: {A: b}}\n", "`mcp.servers.fs.headers` is for `url` servers"},
+      {"mcp:\n  servers:\n    fs: {command: [a], cwd: rel}\n", "`mcp.servers.fs.cwd` must be an absolute path"},
+      {"mcp:\n  servers:\n    fs: {command: [a], timeout: 0}\n", "`mcp.servers.fs.timeout` must be an integer from 1"},
+      {"mcp:\n  servers:\n    fs: {command: [a], tools: [x]}\n", "unknown key `mcp.servers.fs.tools`"},
+      {"presets:\n  p: {tools: [\"mcp:\"]}\n", "`presets.p.tools[0]` must be a tool group name"},
+  };
+  for (const auto& c : cases) {
+    auto r = ParseConfigText("x.yml", c.yaml);
+    ASSERT_FALSE(r.ok()) << c.yaml;
+    EXPECT_EQ(r.status().code(), "invalid_config");
+    EXPECT_NE(r.status().message().find(c.expected), std::string::npos) << c.yaml << " -> " << r.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace dsh::host

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "base/ids.h"
+#include "base/version.h"
 #include "store/pg_connection.h"
 #include "store/sqlite_connection.h"
 #include "time/time_zone.h"
@@ -82,6 +83,7 @@ Result<std::unique_ptr<Host>> Host::Open(const HostOptions& options) {
   };
   host->agents_ = std::make_unique<agent::AgentManager>(host->ioc_, *host->db_, *host->sessions_, *host->models_,
                                                         host->tools_, *host->clock_, std::move(env), agent_options);
+  host->mcp_ = std::make_unique<mcp::McpServers>(host->tools_, host->config_.mcp_servers, kVersion);
   return host;
 }
 
@@ -99,6 +101,7 @@ Status Host::Start(unsigned threads) {
   work_.emplace(ioc_.get_executor());
   for (unsigned i = 0; i < std::max(1u, threads); ++i) threads_.emplace_back([this] { ioc_.run(); });
   if (config_.interface.global_session) DSH_RETURN_IF_ERROR(EnsureGlobalSession());
+  mcp_->Start();  // waits for each server's first attempt: the first turn sees their tools
   agents_->Start();
   for (auto& hook : start_hooks_) DSH_RETURN_IF_ERROR(hook());
   return Status::Ok();
@@ -141,6 +144,7 @@ void Host::Stop() {
   stopped_ = true;
   for (auto it = stop_hooks_.rbegin(); it != stop_hooks_.rend(); ++it) (*it)();
   if (agents_) agents_->Stop();
+  if (mcp_) mcp_->Stop();
   work_.reset();
   for (auto& t : threads_) t.join();
   threads_.clear();

@@ -18,6 +18,7 @@
 #include "host/http_route.h"
 #include "host/model_routes.h"
 #include "host/profile.h"
+#include "mcp/mcp_tools.h"
 #include "session/event_hub.h"
 #include "session/session_store.h"
 #include "store/database.h"
@@ -75,6 +76,9 @@ class Host {
   CommandRegistry& commands() { return commands_; }
   ModelRoutes& models() { return *models_; }
   agent::AgentManager& agents() { return *agents_; }
+  // The MCP servers of `mcp.servers` (docs/MCP.md); started by Start, their
+  // tools are the groups `mcp:NAME`.
+  mcp::McpServers& mcp_servers() { return *mcp_; }
   boost::asio::io_context& io() { return ioc_; }
 
   // Runs the io_context on `threads` threads, makes sure the global
@@ -130,6 +134,7 @@ class Host {
   CommandRegistry commands_;
   std::unique_ptr<ModelRoutes> models_;
   std::unique_ptr<agent::AgentManager> agents_;
+  std::unique_ptr<mcp::McpServers> mcp_;
   std::optional<std::string> global_session_id_;
   bool stopped_ = false;
   std::vector<std::function<Status()>> start_hooks_;

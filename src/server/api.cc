@@ -2,6 +2,7 @@
 
 #include <initializer_list>
 #include <optional>
+#include <variant>
 
 #include "base/schema.h"
 #include "server/change_feed.h"
@@ -50,6 +51,22 @@ HttpResponse Unauthorized() {
              "<home>/auth-token unless the host was started with --token or $DSH_TOKEN)"));
   r.headers.emplace_back("WWW-Authenticate", "Bearer");
   return r;
+}
+
+// `forbidden` when the request has an `Origin` other than this host's own
+// (`http://` or `https://` + its `Host`): a page of another site. Clients
+// that are not browsers send no Origin and pass. A page whose name was
+// rebound to this address (DNS rebinding) has a matching Origin and Host;
+// what stops it is the token, which it has neither as a header nor as the
+// cookie (cookies belong to the name the browser signed in with).
+Status CheckOrigin(const HttpRequest& req, std::string_view what) {
+  const std::string* origin = req.Header("origin");
+  if (origin == nullptr) return Status::Ok();
+  const std::string* host = req.Header("host");
+  if (host == nullptr || (*origin != "http://" + *host && *origin != "https://" + *host)) {
+    return Status("forbidden", std::string(what) + " from another origin (" + *origin + ") is refused");
+  }
+  return Status::Ok();
 }
 
 HttpResponse Unavailable(std::string_view what) {
@@ -191,6 +208,11 @@ constexpr int64_t kDefaultPreviewCount = 5;
 constexpr int64_t kMaxPreviewCount = 20;
 constexpr std::string_view kStreamPattern = "/api/sessions/{id}/stream";
 constexpr std::string_view kChangesPath = "/api/changes";
+constexpr std::string_view kMcpPath = "/mcp";
+
+// A JSON-RPC error as the whole body of an HTTP error status (MCP's
+// Streamable HTTP: input the server cannot accept is a 4xx).
+HttpResponse McpFailure(int status, const Json& response) { return HttpResponse::FromJson(status, response); }
 
 }  // namespace
 
@@ -238,6 +260,7 @@ void Api::Handle(HttpRequest req, Respond respond) const {
     if (req.method != "GET" && req.method != "HEAD") return respond(MethodNotAllowed("GET"));
     return respond(HttpResponse::FromJson(200, Json{{"status", "ok"}, {"version", options_.version}}));
   }
+  if (req.path == kMcpPath) return HandleMcp(std::move(req), std::move(respond));
   if (req.path.rfind("/api/", 0) != 0 && (req.method == "GET" || req.method == "HEAD")) {
     return ServeWeb(req, std::move(respond));
   }
@@ -334,15 +357,8 @@ void Api::HandleUpgrade(HttpRequest req, UpgradeRespond respond) const {
   }
   if (!Authorized(req, true)) return respond(Unauthorized());
   // A browser's WebSocket carries the cookie to any page's request: only
-  // this host's own pages may open one (CSWSH). Clients that are not
-  // browsers send no Origin.
-  if (const std::string* origin = req.Header("origin")) {
-    const std::string* host = req.Header("host");
-    if (host == nullptr || (*origin != "http://" + *host && *origin != "https://" + *host)) {
-      return respond(HttpResponse::FromError(
-          Status("forbidden", "a WebSocket from another origin (" + *origin + ") is refused")));
-    }
-  }
+  // this host's own pages may open one (CSWSH).
+  if (Status st = CheckOrigin(req, "a WebSocket"); !st.ok()) return respond(HttpResponse::FromError(st));
   if (req.method != "GET") return respond(MethodNotAllowed("GET"));
   if (changes) {
     if (services_.events == nullptr) return respond(Unavailable("the change feed"));
@@ -444,6 +460,54 @@ void Api::CallTool(const PathParams& params, HttpRequest req, Respond respond) c
   services_.tools.Invoke(name, ctx, args, [respond = std::move(respond)](Result<Json> result) {
     if (!result.ok()) return respond(HttpResponse::FromError(result.status()));
     respond(HttpResponse::FromJson(200, Json{{"result", std::move(result).value()}}));
+  });
+}
+
+void Api::HandleMcp(HttpRequest req, Respond respond) const {
+  if (!Authorized(req, false)) return respond(Unauthorized());
+  // The Origin check MCP's Streamable HTTP transport requires.
+  if (Status st = CheckOrigin(req, "an MCP request"); !st.ok()) return respond(HttpResponse::FromError(st));
+  // No server-initiated stream (GET) and no MCP sessions to end (DELETE).
+  if (req.method != "POST") return respond(MethodNotAllowed("POST"));
+  if (Status st = CheckQuery(req, {"session_id", kClientTimeZone}); !st.ok()) {
+    return respond(HttpResponse::FromError(st));
+  }
+  McpCaller caller;
+  if (auto it = req.query.find("session_id"); it != req.query.end()) {
+    if (it->second.empty()) {
+      return respond(HttpResponse::FromError(
+          InvalidArguments("query parameter `session_id` must name the calling session (a non-empty id)")));
+    }
+    caller.session_id = it->second;
+  }
+  if (auto it = req.query.find(kClientTimeZone); it != req.query.end()) {
+    if (Status st = DecodeClientTimeZone(Json(it->second), caller.client_time_zone); !st.ok()) {
+      return respond(HttpResponse::FromError(st));
+    }
+  }
+  if (const std::string* version = req.Header("mcp-protocol-version")) {
+    if (!McpEndpoint::SupportsVersion(*version)) {
+      std::string supported;
+      for (const auto& v : McpEndpoint::SupportedVersions()) supported += (supported.empty() ? "" : ", ") + v;
+      return respond(McpFailure(400, McpEndpoint::ErrorResponse(nullptr, McpEndpoint::kInvalidRequest,
+                                                                "unsupported MCP-Protocol-Version \"" + *version +
+                                                                    "\" (supported: " + supported + ")")));
+    }
+  }
+  auto body = ParseJson(req.body);
+  if (!body.ok()) return respond(McpFailure(400, McpEndpoint::ParseErrorResponse(body.status().message())));
+  auto parsed = McpEndpoint::Parse(*body);
+  if (const Json* error = std::get_if<Json>(&parsed)) return respond(McpFailure(400, *error));
+  const McpMessage& message = std::get<McpMessage>(parsed);
+  if (message.kind != McpMessage::Kind::kRequest) {
+    mcp_.Handle(message, caller, nullptr);  // never answers
+    HttpResponse accepted;
+    accepted.status = 202;
+    accepted.content_type = "text/plain; charset=utf-8";
+    return respond(std::move(accepted));
+  }
+  mcp_.Handle(message, caller, [respond = std::move(respond)](Json response) {
+    respond(HttpResponse::FromJson(200, response));
   });
 }
 
@@ -603,7 +667,8 @@ void Api::HostInfo(const PathParams&, HttpRequest req, Respond respond) const {
                {"presets", std::move(presets)},
                {"providers", std::move(providers)},
                {"default_preset", host.config().default_preset},
-               {"global_session_id", host.global_session_id() ? Json(*host.global_session_id()) : Json(nullptr)}};
+               {"global_session_id", host.global_session_id() ? Json(*host.global_session_id()) : Json(nullptr)},
+               {"mcp_servers", host.mcp_servers().Describe()}};
   respond(HttpResponse::FromJson(200, info));
 }
 

@@ -11,14 +11,15 @@
 #include "host/http_route.h"
 #include "server/event_stream.h"
 #include "server/http_types.h"
+#include "server/mcp_endpoint.h"
 #include "session/event_hub.h"
 #include "session/session_store.h"
 
 namespace dsh::server {
 
 // The JSON API of docs/API.md over the host's services: token auth for
-// /api/*, /healthz, the routes of kRoutes (api.cc) and the event stream
-// WebSocket. Thread-safe; Handle and HandleUpgrade may be called
+// /api/* and /mcp, /healthz, the routes of kRoutes (api.cc), the event stream
+// WebSocket and the MCP endpoint (docs/MCP.md). Thread-safe; Handle and HandleUpgrade may be called
 // concurrently and respond once, possibly from another thread.
 class Api {
  public:
@@ -43,7 +44,8 @@ class Api {
     std::vector<host::HttpRoute> extra_routes = {};
   };
 
-  Api(Options options, Services services) : options_(std::move(options)), services_(std::move(services)) {}
+  Api(Options options, Services services)
+      : options_(std::move(options)), services_(std::move(services)), mcp_(services_.tools, options_.version) {}
 
   // An HTTP request (HttpServer's HttpHandler).
   void Handle(HttpRequest req, Respond respond) const;
@@ -69,6 +71,16 @@ class Api {
   // browsers cannot set headers).
   bool Authorized(const HttpRequest& req, bool allow_query_token) const;
 
+  // `POST /mcp` (docs/MCP.md): one JSON-RPC message over MCP's Streamable
+  // HTTP transport, answered as application/json (a request: 200 with its
+  // response) or 202 with no body (a notification or response); GET and
+  // DELETE are 405. Same token as /api/*; a foreign `Origin` is 403; an
+  // unsupported `MCP-Protocol-Version` header, a body that is not one
+  // well-formed message (not JSON, a batch) are 400 with a JSON-RPC error.
+  // `?session_id=` names the calling session, `?client_time_zone=` the
+  // person's zone, as the body of POST /api/tools/{name} does.
+  void HandleMcp(HttpRequest req, Respond respond) const;
+
   void CallTool(const PathParams& params, HttpRequest req, Respond respond) const;
   void RunCommand(const PathParams& params, HttpRequest req, Respond respond) const;
   void ReadHeader(const PathParams& params, HttpRequest req, Respond respond) const;
@@ -91,6 +103,7 @@ class Api {
 
   Options options_;
   Services services_;
+  McpEndpoint mcp_;  // over services_.tools: declared after it
 };
 
 }  // namespace dsh::server

@@ -34,6 +34,8 @@ int HttpStatusFor(const std::string& code) {
       // The model provider failed.
       {"model_error", 502}, {"model_bad_response", 502}, {"model_timeout", 504},
       {"unavailable", 503}, {"shutting_down", 503}, {"persistence_uncertain", 503}, {"model_unavailable", 503},
+      // An MCP server failed.
+      {"mcp_error", 502}, {"mcp_unavailable", 503}, {"mcp_timeout", 504},
       // Everything else is ours: internal, io_error, storage_error, commit_failed, corrupt_event,
       // corrupt_loop, schema_too_new, and the turn outcomes step_limit, interrupted, cancelled.
       {"corrupt_schedule_log", 500},

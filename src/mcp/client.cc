@@ -1,0 +1,377 @@
+#include "mcp/client.h"
+
+#include <boost/asio/post.hpp>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "base/log.h"
+
+namespace dsh::mcp {
+namespace {
+
+namespace asio = boost::asio;
+
+std::string Seconds(std::chrono::milliseconds ms) {
+  double s = static_cast<double>(ms.count()) / 1000.0;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, s == static_cast<int64_t>(s) ? "%.0f s" : "%.1f s", s);
+  return buf;
+}
+
+Status Unavailable(const std::string& server, const std::string& why) {
+  return Status(codes::kMcpUnavailable, "MCP server " + server + " is unavailable: " + why);
+}
+
+}  // namespace
+
+McpClient::McpClient(Options options, OnTools on_tools)
+    : options_(std::move(options)), on_tools_(std::move(on_tools)), backoff_timer_(io_), start_timer_(io_) {}
+
+McpClient::~McpClient() {
+  Stop();
+  std::lock_guard lock(alive_->mu);
+  alive_->client = nullptr;
+}
+
+void McpClient::Start() {
+  std::lock_guard lock(mu_);
+  if (started_ || stopped_) return;
+  started_ = true;
+  state_ = State::kConnecting;
+  work_.emplace(io_.get_executor());
+  thread_ = std::thread([this] { io_.run(); });
+  asio::post(io_, [this] { Connect(); });
+}
+
+void McpClient::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    if (stopped_) return;
+    stopped_ = true;
+    if (!started_) {
+      state_ = State::kStopped;
+      return;
+    }
+  }
+  // Runs after everything posted before (CallTool posts under mu_ and checks
+  // stopped_), so no call is left without an answer.
+  asio::post(io_, [this] {
+    ++generation_;
+    backoff_timer_.cancel();
+    start_timer_.cancel();
+    CloseTransport();
+    Status why(codes::kShuttingDown, "the host is stopping");
+    FailAllPending(why);
+    SetState(State::kStopped);
+    work_.reset();
+  });
+  thread_.join();
+}
+
+McpClient::State McpClient::state() const {
+  std::lock_guard lock(mu_);
+  return state_;
+}
+std::string McpClient::last_error() const {
+  std::lock_guard lock(mu_);
+  return last_error_;
+}
+std::string McpClient::protocol_version() const {
+  std::lock_guard lock(mu_);
+  return protocol_version_;
+}
+int64_t McpClient::connections() const {
+  std::lock_guard lock(mu_);
+  return connections_;
+}
+
+void McpClient::SetState(State s, std::string error) {
+  std::lock_guard lock(mu_);
+  state_ = s;
+  if (!error.empty()) last_error_ = std::move(error);
+  if (s != State::kConnecting) settled_.notify_all();
+}
+
+bool McpClient::WaitSettled(std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(mu_);
+  return settled_.wait_for(lock, timeout, [&] { return state_ != State::kConnecting; });
+}
+
+void McpClient::Connect() {
+  if (state() == State::kStopped) return;
+  SetState(State::kConnecting);
+  uint64_t gen = ++generation_;
+  transport_ = options_.make_transport(options_.spec);
+  Status started = transport_->Start(
+      [this, gen](Json message) {
+        asio::post(io_, [this, gen, m = std::move(message)]() mutable { OnMessage(gen, std::move(m)); });
+      },
+      [this, gen](Status why) { asio::post(io_, [this, gen, why] { OnClosed(gen, why); }); });
+  if (!started.ok()) return OnConnectFailed(gen, started);
+  start_timer_.expires_after(options_.spec.start_timeout);
+  start_timer_.async_wait([this, gen](boost::system::error_code ec) {
+    if (ec || gen != generation_ || state() != State::kConnecting) return;
+    OnConnectFailed(gen, Unavailable(name(), "it did not finish starting within " +
+                                                 Seconds(options_.spec.start_timeout)));
+  });
+  Json init = {{"protocolVersion", kProtocolVersions[0]},
+               {"capabilities", Json::object()},
+               {"clientInfo", {{"name", "dsh"}, {"version", options_.client_version}}}};
+  Request("initialize", std::move(init), "initialize", options_.spec.start_timeout,
+          [this, gen](Result<Json> r) {
+            if (gen != generation_) return;
+            if (!r.ok()) return OnConnectFailed(gen, r.status());
+            std::string version = r->is_object() ? r->value("protocolVersion", "") : "";
+            bool known = std::any_of(std::begin(kProtocolVersions), std::end(kProtocolVersions),
+                                     [&](const char* v) { return version == v; });
+            if (!known) {
+              return OnConnectFailed(
+                  gen, Unavailable(name(), "it speaks MCP revision '" + version + "', dsh speaks " +
+                                               kProtocolVersions[0] + " and " + kProtocolVersions[1]));
+            }
+            {
+              std::lock_guard lock(mu_);
+              protocol_version_ = version;
+            }
+            transport_->SetProtocolVersion(version);
+            Notify("notifications/initialized", Json::object());
+            ListTools(std::nullopt, {});
+          });
+}
+
+void McpClient::OnConnectFailed(uint64_t gen, Status why) {
+  if (gen != generation_ || state() == State::kStopped) return;
+  bool was_ready = state() == State::kReady;
+  ++generation_;  // whatever the old transport still reports is stale now
+  start_timer_.cancel();
+  CloseTransport();
+  if (why.code() != codes::kMcpUnavailable) why = Unavailable(name(), why.message());
+  FailAllPending(why);
+  // A server that worked is restarted at once, so that the next call waits
+  // for it rather than failing (up to 3 times a minute: a server that dies
+  // whenever it is used is not restarted in a tight loop). One that keeps
+  // failing to start waits longer each time.
+  auto now = std::chrono::steady_clock::now();
+  std::erase_if(quick_restarts_, [&](auto t) { return now - t > std::chrono::minutes(1); });
+  if (was_ready && quick_restarts_.size() < 3) {
+    quick_restarts_.push_back(now);
+    spdlog::warn("mcp {}: {}; restarting it", name(), why.message());
+    SetState(State::kDown, why.message());
+    return Connect();
+  }
+  backoff_ = backoff_.count() == 0 ? options_.min_backoff : std::min(backoff_ * 2, options_.max_backoff);
+  spdlog::warn("mcp {}: {}; retrying in {}", name(), why.message(), Seconds(backoff_));
+  SetState(State::kDown, why.message());
+  backoff_timer_.expires_after(backoff_);
+  backoff_timer_.async_wait([this](boost::system::error_code ec) {
+    if (!ec) Connect();
+  });
+}
+
+void McpClient::OnClosed(uint64_t gen, Status why) { OnConnectFailed(gen, std::move(why)); }
+
+void McpClient::CloseTransport() {
+  if (transport_) transport_->Close();
+  transport_.reset();
+}
+
+void McpClient::Request(const std::string& method, Json params, std::string what,
+                        std::chrono::milliseconds timeout, Done done) {
+  int64_t id = next_id_++;
+  Pending p{method, std::move(what), std::move(done), std::make_unique<asio::steady_timer>(io_)};
+  p.timer->expires_after(timeout);
+  p.timer->async_wait([this, id, timeout](boost::system::error_code ec) {
+    if (ec) return;
+    auto it = pending_.find(id);
+    if (it == pending_.end()) return;
+    std::string what = it->second.what;
+    AbandonCall(id, "timed out",
+                Status(codes::kMcpTimeout,
+                       "MCP server " + name() + " did not answer " + what + " within " + Seconds(timeout)));
+  });
+  pending_.emplace(id, std::move(p));
+  Json message = {{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", std::move(params)}};
+  uint64_t gen = generation_;
+  transport_->Send(std::move(message), [this, gen, id](Status sent) {
+    if (sent.ok()) return;
+    asio::post(io_, [this, gen, id, sent] {
+      if (gen != generation_) return;
+      auto it = pending_.find(id);
+      if (it == pending_.end()) return;
+      Done d = std::move(it->second.done);
+      pending_.erase(it);
+      d(sent.code() == codes::kMcpUnavailable ? sent : Unavailable(name(), sent.message()));
+    });
+  });
+}
+
+void McpClient::Notify(const std::string& method, Json params) {
+  if (!transport_) return;
+  transport_->Send({{"jsonrpc", "2.0"}, {"method", method}, {"params", std::move(params)}}, nullptr);
+}
+
+void McpClient::AbandonCall(int64_t id, const std::string& reason, Status status) {
+  auto it = pending_.find(id);
+  if (it == pending_.end()) return;
+  Done d = std::move(it->second.done);
+  // The MCP spec forbids cancelling `initialize`.
+  if (it->second.method != "initialize")
+    Notify("notifications/cancelled", {{"requestId", id}, {"reason", reason}});
+  pending_.erase(it);
+  d(std::move(status));
+}
+
+void McpClient::FailAllPending(const Status& why) {
+  auto pending = std::move(pending_);
+  pending_.clear();
+  for (auto& [_, p] : pending) p.done(why);
+  auto queued = std::move(queued_);
+  queued_.clear();
+  for (auto& q : queued) q.done(why);
+}
+
+void McpClient::OnMessage(uint64_t gen, Json message) {
+  if (gen != generation_ || !message.is_object()) return;
+  auto method = message.find("method");
+  auto id = message.find("id");
+  if (method == message.end()) {  // a response
+    if (id == message.end() || !id->is_number_integer()) return;
+    auto it = pending_.find(id->get<int64_t>());
+    if (it == pending_.end()) return;  // abandoned (timed out, cancelled)
+    Pending p = std::move(it->second);
+    pending_.erase(it);
+    if (auto err = message.find("error"); err != message.end()) {
+      std::string text = err->is_object() ? err->value("message", "") : "";
+      int64_t code =
+          err->is_object() && (*err)["code"].is_number_integer() ? (*err)["code"].get<int64_t>() : 0;
+      return p.done(Status(codes::kMcpError, "MCP server " + name() + " refused " + p.what + ": " + text +
+                                                 " (" + std::to_string(code) + ")"));
+    }
+    return p.done(message.value("result", Json::object()));
+  }
+  if (!method->is_string()) return;
+  const std::string m = method->get<std::string>();
+  if (id != message.end()) {  // a request from the server
+    Json reply = {{"jsonrpc", "2.0"}, {"id", *id}};
+    if (m == "ping") {
+      reply["result"] = Json::object();
+    } else {
+      reply["error"] = {{"code", -32601}, {"message", "dsh does not offer " + m}};
+    }
+    return transport_->Send(std::move(reply), nullptr);
+  }
+  if (m == "notifications/tools/list_changed" && state() == State::kReady) {
+    if (listing_) {
+      relist_again_ = true;
+    } else {
+      ListTools(std::nullopt, {});
+    }
+  } else if (m == "notifications/message") {
+    const Json& params = message.value("params", Json::object());
+    spdlog::info("mcp {}: {}", name(), params.contains("data") ? DumpJson(params["data"]) : DumpJson(params));
+  }
+}
+
+void McpClient::ListTools(std::optional<std::string> cursor, std::vector<ToolInfo> so_far) {
+  listing_ = true;
+  Json params = Json::object();
+  if (cursor) params["cursor"] = *cursor;
+  uint64_t gen = generation_;
+  Request("tools/list", std::move(params), "tools/list", options_.spec.call_timeout,
+          [this, gen, so_far = std::move(so_far)](Result<Json> r) mutable {
+            if (gen != generation_) return;
+            listing_ = false;
+            if (!r.ok()) {
+              if (state() == State::kConnecting) return OnConnectFailed(gen, r.status());
+              spdlog::warn("mcp {}: could not re-list its tools, keeping the old list: {}", name(),
+                           r.status().message());
+              return;
+            }
+            const Json& tools = r->is_object() ? r->value("tools", Json::array()) : Json::array();
+            for (const Json& t : tools.is_array() ? tools : Json::array()) {
+              if (!t.is_object() || !t.value("name", Json()).is_string()) continue;
+              ToolInfo info;
+              info.name = t["name"].get<std::string>();
+              Json desc = t.value("description", Json());
+              Json title = t.value("title", Json());
+              info.description = desc.is_string()    ? desc.get<std::string>()
+                                 : title.is_string() ? title.get<std::string>()
+                                                     : "";
+              info.input_schema = t.value("inputSchema", Json{{"type", "object"}});
+              so_far.push_back(std::move(info));
+            }
+            Json next = r->is_object() ? r->value("nextCursor", Json()) : Json();
+            if (next.is_string() && !next.get<std::string>().empty()) {
+              return ListTools(next.get<std::string>(), std::move(so_far));
+            }
+            bool first = state() == State::kConnecting;
+            size_t n = so_far.size();
+            // The tools are registered before the client says it is ready.
+            if (on_tools_) on_tools_(std::move(so_far));
+            if (first) {
+              start_timer_.cancel();
+              backoff_ = std::chrono::milliseconds(0);
+              {
+                std::lock_guard lock(mu_);
+                ++connections_;
+              }
+              spdlog::info("mcp {}: connected (MCP {}), {} tools", name(), protocol_version(), n);
+              SetState(State::kReady);
+              StartQueuedCalls();
+            }
+            if (relist_again_) {
+              relist_again_ = false;
+              ListTools(std::nullopt, {});
+            }
+          });
+}
+
+void McpClient::CallTool(const std::string& tool, Json arguments, std::shared_ptr<agent::CancelToken> cancel,
+                         Done done) {
+  std::unique_lock lock(mu_);
+  if (!started_ || stopped_) {
+    lock.unlock();
+    return done(Status(codes::kShuttingDown, "MCP server " + name() + " is not running"));
+  }
+  asio::post(io_, [this, tool, arguments = std::move(arguments), cancel = std::move(cancel),
+                   done = std::move(done)]() mutable {
+    switch (state()) {
+      case State::kReady:
+        return SendCall(std::move(tool), std::move(arguments), std::move(cancel), std::move(done));
+      case State::kConnecting:
+        queued_.push_back({std::move(tool), std::move(arguments), std::move(cancel), std::move(done)});
+        return;
+      default:
+        return done(Unavailable(name(), last_error().empty() ? "it is not running" : last_error()));
+    }
+  });
+}
+
+void McpClient::StartQueuedCalls() {
+  auto queued = std::move(queued_);
+  queued_.clear();
+  for (auto& q : queued)
+    SendCall(std::move(q.tool), std::move(q.arguments), std::move(q.cancel), std::move(q.done));
+}
+
+void McpClient::SendCall(std::string tool, Json arguments, std::shared_ptr<agent::CancelToken> cancel,
+                         Done done) {
+  if (cancel && cancel->cancelled()) return done(Status(codes::kCancelled, "the call was cancelled"));
+  int64_t id = next_id_;  // the id Request gives it
+  Request("tools/call", {{"name", tool}, {"arguments", std::move(arguments)}}, "tools/call " + tool,
+          options_.spec.call_timeout, std::move(done));
+  if (!cancel) return;
+  // The token may outlive this client (a turn's token): the callback only
+  // posts, and only while the client exists.
+  cancel->OnCancel([alive = alive_, id] {
+    std::lock_guard lock(alive->mu);
+    if (alive->client == nullptr) return;
+    McpClient* self = alive->client;
+    asio::post(self->io_, [self, id] {
+      self->AbandonCall(id, "the caller cancelled", Status(codes::kCancelled, "the call was cancelled"));
+    });
+  });
+}
+
+}  // namespace dsh::mcp

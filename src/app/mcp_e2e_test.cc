@@ -193,5 +193,29 @@ TEST_F(McpE2E, AServerKilledMidCallGivesMcpUnavailableAndTheNextCallWorksAfterIt
   EXPECT_NE(after[0], pids[0]);
 }
 
+TEST_F(McpE2E, CancellingATurnEndsItsMcpCallAtOnce) {
+  chat_.SetDefault(TextReply("Title"));
+  chat_.Enqueue(ToolCallReply({{"c1", "ev__trigger-long-running-operation", R"({"duration": 120, "steps": 2})"}}));
+  Start();
+  std::string id = Call("POST", "/api/sessions", Json::object(), 201)["session"]["id"];
+  auto ws = Stream(id);
+  ASSERT_TRUE(ws);
+  Call("POST", "/api/sessions/" + id + "/messages", {{"message", "go"}});
+  NextEvent(*ws, "tool/call");
+  auto cancelled_at = std::chrono::steady_clock::now();
+  EXPECT_EQ(Call("POST", "/api/sessions/" + id + "/cancel")["cancelled"], true);
+  // The call would last two minutes; the stream's read gives up after 30 s.
+  Json result = NextEvent(*ws, "tool/result");
+  EXPECT_EQ(result["data"]["error"]["code"], "cancelled") << result.dump();
+  Json end = NextEvent(*ws, "turn/end");
+  EXPECT_EQ(end["data"]["error"]["code"], "cancelled") << end.dump();
+  EXPECT_LT(std::chrono::steady_clock::now() - cancelled_at, std::chrono::seconds(10));
+  // The server lives on and serves the next turn.
+  chat_.Enqueue(ToolCallReply({{"c2", "ev__echo", R"({"message": "still here"})"}}));
+  chat_.Enqueue(TextReply("ok"));
+  Call("POST", "/api/sessions/" + id + "/messages", {{"message", "again"}});
+  EXPECT_EQ(NextEvent(*ws, "tool/result")["data"]["result"], "Echo: still here");
+}
+
 }  // namespace
 }  // namespace dsh::app

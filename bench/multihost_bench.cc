@@ -46,6 +46,7 @@
 // and every acknowledged append is stored. Timings are printed, never
 // asserted.
 #include <libpq-fe.h>
+#include <sys/resource.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -57,7 +58,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <sstream>
 #include <map>
 #include <memory>
 #include <optional>
@@ -114,6 +117,40 @@ constexpr auto kStalled = std::chrono::seconds(20);
 }
 
 int64_t WallMs() { return ToUnixMillis(RealClock().Now()); }
+
+// ---- CPU accounting ----
+
+// CPU seconds (user + system) this process has used.
+double SelfCpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
+  return sec(u.ru_utime) + sec(u.ru_stime);
+}
+
+// CPU seconds used by the PostgreSQL server `postmaster` and its live
+// children (the backends serving the hosts), read from /proc; 0 when the
+// server is not on this machine.
+double ServerCpuSeconds(pid_t postmaster) {
+  if (postmaster <= 0) return 0;
+  double ticks = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 2));
+    std::string state;
+    long long ppid = 0, skip = 0, utime = 0, stime = 0;
+    rest >> state >> ppid;
+    for (int i = 0; i < 9; ++i) rest >> skip;  // pgrp .. cmajflt
+    rest >> utime >> stime;
+    if (std::stoll(name) == postmaster || ppid == postmaster) ticks += static_cast<double>(utime + stime);
+  }
+  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
 
 // ---- the PostgreSQL server ----
 
@@ -514,6 +551,9 @@ struct Bench {
     // for the write lock) and the COMMIT itself, in µs.
     uint64_t commits = 0;
     double per_commit = 0, jobs_us = 0, commit_us = 0;
+    // CPU the burst took, from being made due to its last turn's end: this
+    // process (every host) and the PostgreSQL server, in ms per occurrence.
+    double cpu_hosts_ms = 0, cpu_server_ms = 0;
   };
 
   static std::vector<store::Database::Stats> WriterStats(std::vector<std::unique_ptr<host::Host>>& hosts) {
@@ -522,7 +562,23 @@ struct Bench {
     return out;
   }
 
+  // The postmaster of `conninfo`'s server when it runs on this machine.
+  static pid_t Postmaster(const std::string& conninfo) {
+    auto backend = PgAdmin(conninfo, "SELECT pg_backend_pid()");
+    if (!backend.ok()) return 0;
+    std::ifstream in("/proc/" + *backend + "/stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    size_t close = stat.rfind(')');
+    if (close == std::string::npos) return 0;
+    std::istringstream rest(stat.substr(close + 2));
+    std::string state;
+    long long ppid = 0;
+    rest >> state >> ppid;
+    return static_cast<pid_t>(ppid);
+  }
+
   LoopFigures Loops(const Place& place, int hosts) {
+    const pid_t postmaster = place.postgres ? Postmaster(place.conninfo) : 0;
     std::vector<std::unique_ptr<host::Host>> h;
     for (int i = 0; i < hosts; ++i) h.push_back(OpenHost(place, i));  // the first migrates
     host::Host& h0 = *h[0];
@@ -580,6 +636,7 @@ struct Bench {
     int64_t burst_at = t0 + span_ms + 200;
     int64_t late_stuck = 0;
     auto writers_before = WriterStats(h);
+    double cpu_hosts0 = SelfCpuSeconds(), cpu_server0 = ServerCpuSeconds(postmaster);
     MakeDue(h0, 0, args.late, [&](int64_t k) { return t0 + k * span_ms / args.late; });
     if (args.quick) MakeDue(h0, args.late, args.burst, [&](int64_t) { return burst_at; });
     AwaitRecorded(h0, 0, args.late, std::chrono::seconds(static_cast<int64_t>(args.late_seconds) + 300));
@@ -587,6 +644,8 @@ struct Bench {
       late_stuck = AwaitDrained(h0, kStalled);
       burst_at = WallMs() + lead_ms;
       writers_before = WriterStats(h);
+      cpu_hosts0 = SelfCpuSeconds();
+      cpu_server0 = ServerCpuSeconds(postmaster);
       MakeDue(h0, args.late, args.burst, [&](int64_t) { return burst_at; });
     }
     auto late_runs = Runs(h0, 0, args.late);
@@ -596,6 +655,7 @@ struct Bench {
     AwaitRecorded(h0, args.late, args.burst, 600s);
     auto writers_after = WriterStats(h);
     const int64_t burst_stuck = AwaitDrained(h0, kStalled);
+    const double cpu_hosts = SelfCpuSeconds() - cpu_hosts0, cpu_server = ServerCpuSeconds(postmaster) - cpu_server0;
     auto burst_runs = Runs(h0, args.late, args.burst);
 
     // Nothing else ran.
@@ -611,6 +671,8 @@ struct Bench {
 
     LoopFigures f;
     f.stuck = std::max(late_stuck, burst_stuck);
+    f.cpu_hosts_ms = cpu_hosts * 1000.0 / static_cast<double>(args.burst);
+    f.cpu_server_ms = cpu_server * 1000.0 / static_cast<double>(args.burst);
     f.late_p50 = Percentile(late_ms, 0.5);
     f.late_p99 = Percentile(late_ms, 0.99);
     f.late_max = late_ms.back();
@@ -766,6 +828,21 @@ struct Bench {
                     Ratio(r.f.delivered_per_second, sqlite1.delivered_per_second).c_str(),
                     TurnsEnded(r.f).c_str(), r.f.shares.c_str(), static_cast<unsigned long long>(r.f.commits),
                     r.f.per_commit, r.f.jobs_us, r.f.commit_us);
+      }
+      const double cores = static_cast<double>(std::thread::hardware_concurrency());
+      std::printf(
+          "\n## CPU per burst occurrence (made due → its turn ended), and what this machine's %.0f cores "
+          "could deliver at that cost\n\n",
+          cores);
+      std::printf("| hosts | backend | hosts' CPU (ms) | PostgreSQL server CPU (ms) | total (ms) | "
+                  "ceiling: cores ÷ total (occ/s) | ceiling ÷ SQLite one host, measured |\n");
+      std::printf("|---:|---|---:|---:|---:|---:|---:|\n");
+      for (const Row& r : rows) {
+        const double total = r.f.cpu_hosts_ms + r.f.cpu_server_ms;
+        const double ceiling = total > 0 ? cores * 1000.0 / total : 0;
+        std::printf("| %d | %s | %.3f | %.3f | %.3f | %.0f | %s |\n", r.hosts, r.postgres ? "PostgreSQL" : "SQLite",
+                    r.f.cpu_hosts_ms, r.f.cpu_server_ms, total, ceiling,
+                    Ratio(ceiling, sqlite1.delivered_per_second).c_str());
       }
       std::printf(
           "\n## Delivery lateness: %lld occurrences over %g s (%.0f due/s), delivered_at − nominal\n\n",

@@ -96,7 +96,11 @@ class DshProcess {
     return url;
   }
 
-  void Signal(int signo) { kill(pid_, signo); }
+  // Never with a pid of -1 (a spawn that failed): kill(-1) signals every
+  // process of the user, the test runner and its shell included.
+  void Signal(int signo) {
+    if (pid_ > 0 && !exited_) kill(pid_, signo);
+  }
 
   // Waits for exit; returns the exit status, or 128+signal, or -1 on timeout.
   int Wait(std::chrono::milliseconds timeout = std::chrono::seconds(30)) {

@@ -55,7 +55,7 @@ std::string Trim(std::string s) {
 
 }  // namespace
 
-Result<Profile> Profile::Open(const std::optional<std::string>& home_flag) {
+Result<fs::path> Profile::ResolveHome(const std::optional<std::string>& home_flag) {
   fs::path home;
   if (home_flag && !home_flag->empty()) {
     home = *home_flag;
@@ -68,6 +68,13 @@ Result<Profile> Profile::Open(const std::optional<std::string>& home_flag) {
   }
   std::error_code ec;
   home = fs::absolute(home, ec);
+  if (ec) return Status(codes::kIo, "cannot resolve the profile directory: " + ec.message());
+  return home;
+}
+
+Result<Profile> Profile::Open(const std::optional<std::string>& home_flag) {
+  DSH_ASSIGN_OR_RETURN(fs::path home, ResolveHome(home_flag));
+  std::error_code ec;
   if (!fs::exists(home, ec)) {
     fs::create_directories(home, ec);
     if (ec) return Status(codes::kIo, "cannot create profile directory " + home.string() + ": " + ec.message());

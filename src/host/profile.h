@@ -17,6 +17,8 @@ class Profile {
   // `--home`, else $DSH_HOME, else ~/.dsh. The directory is created (0700)
   // when missing. Errors: `io_error`.
   static Result<Profile> Open(const std::optional<std::string>& home_flag);
+  // The absolute directory Open would use, without creating or checking it.
+  static Result<std::filesystem::path> ResolveHome(const std::optional<std::string>& home_flag);
 
   const std::filesystem::path& home() const { return home_; }
   std::string config_path() const { return (home_ / "dsh.yml").string(); }

@@ -1,6 +1,11 @@
 #include "server/api.h"
 
+#include <algorithm>
+#include <atomic>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <initializer_list>
+#include <map>
 #include <optional>
 #include <variant>
 
@@ -260,6 +265,10 @@ void Api::Handle(HttpRequest req, Respond respond) const {
     if (req.method != "GET" && req.method != "HEAD") return respond(MethodNotAllowed("GET"));
     return respond(HttpResponse::FromJson(200, Json{{"status", "ok"}, {"version", options_.version}}));
   }
+  if (req.path == "/readyz") {
+    if (req.method != "GET" && req.method != "HEAD") return respond(MethodNotAllowed("GET"));
+    return Readiness(req, std::move(respond));
+  }
   if (req.path == kMcpPath) return HandleMcp(std::move(req), std::move(respond));
   if (req.path.rfind("/api/", 0) != 0 && (req.method == "GET" || req.method == "HEAD")) {
     return ServeWeb(req, std::move(respond));
@@ -282,6 +291,95 @@ void Api::Handle(HttpRequest req, Respond respond) const {
     if (!allowed.empty()) return respond(MethodNotAllowed(allowed));
   }
   respond(HttpResponse::FromError(NotFound("no route for " + req.method + " " + req.path)));
+}
+
+namespace {
+
+// One /readyz request: answered once, by the store's reply or by the timer,
+// whichever comes first. Shared (shared_ptr) because both the reader
+// thread's callback and the timer's handler hold it until they ran.
+struct ReadyCheck {
+  ReadyCheck(boost::asio::io_context& io, Respond r, bool h) : timer(io), respond(std::move(r)), head(h) {}
+
+  // `reasons` empty = ready.
+  void Answer(const std::vector<Status>& reasons) {
+    if (answered.exchange(true)) return;
+    HttpResponse r;
+    if (reasons.empty()) {
+      r = HttpResponse::FromJson(200, Json{{"status", "ready"}});
+    } else {
+      Json list = Json::array();
+      for (const Status& st : reasons) list.push_back(Json{{"code", st.code()}, {"message", st.message()}});
+      r = HttpResponse::FromJson(503, Json{{"status", "not_ready"}, {"reasons", std::move(list)}});
+    }
+    r.headers.emplace_back("Cache-Control", "no-store");
+    if (head) r.body.clear();
+    respond(std::move(r));
+  }
+
+  boost::asio::steady_timer timer;  // touched on the io_context only, after Readiness started it
+  Respond respond;
+  bool head;
+  std::atomic<bool> answered{false};
+  std::map<std::string, int64_t> versions;  // dsh_schema, filled by the read job
+};
+
+// A /readyz reason, not an error code: no route answers with it.
+constexpr const char* kMigrationPending = "migration_pending";
+
+// The host's own schema modules must be exactly at the versions this binary
+// knows: an older one is a migration that has not run, a newer one was
+// written by a newer dsh sharing the database. Plugin modules are not
+// checked (the host does not keep their migrations).
+std::vector<Status> SchemaReasons(const std::map<std::string, int64_t>& versions) {
+  std::map<std::string, int64_t> known;
+  for (const store::Migration& m : host::Host::AllMigrations()) {
+    known[m.module] = std::max<int64_t>(known[m.module], m.version);
+  }
+  std::vector<Status> reasons;
+  for (const auto& [module, want] : known) {
+    auto it = versions.find(module);
+    int64_t have = it == versions.end() ? 0 : it->second;
+    std::string where = "schema module '" + module + "' is at version " + std::to_string(have) +
+                        ", this dsh knows " + std::to_string(want);
+    if (have < want) reasons.emplace_back(kMigrationPending, where + ": restart the host to migrate");
+    if (have > want) reasons.emplace_back(std::string(codes::kSchemaTooNew), where + ": upgrade dsh");
+  }
+  return reasons;
+}
+
+}  // namespace
+
+void Api::Readiness(const HttpRequest& req, Respond respond) const {
+  if (services_.host == nullptr) {
+    HttpResponse r = HttpResponse::FromJson(
+        503,
+        Json{{"status", "not_ready"},
+             {"reasons",
+              Json::array({Json{{"code", codes::kUnavailable}, {"message", "this server has no store"}}})}});
+    if (req.method == "HEAD") r.body.clear();
+    return respond(std::move(r));
+  }
+  auto check = std::make_shared<ReadyCheck>(services_.host->io(), std::move(respond), req.method == "HEAD");
+  const auto timeout = options_.ready_timeout;
+  check->timer.expires_after(timeout);
+  check->timer.async_wait([check, timeout](const boost::system::error_code& ec) {
+    if (ec) return;  // cancelled: the store answered
+    check->Answer({Status(codes::kUnavailable, "the store did not answer a read within " +
+                                                   std::to_string(timeout.count()) + " ms")});
+  });
+  services_.host->database().Read(
+      [check](store::Tx& tx) {
+        return tx.Query("SELECT module, version FROM dsh_schema", {}, [&](const store::Row& row) {
+          check->versions[row.String(0)] = row.Int(1);
+          return Status::Ok();
+        });
+      },
+      [check](Status st) {
+        // The timer is only ever touched on its io_context.
+        boost::asio::post(check->timer.get_executor(), [check] { check->timer.cancel(); });
+        check->Answer(st.ok() ? SchemaReasons(check->versions) : std::vector<Status>{st});
+      });
 }
 
 namespace {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <string>
 #include <string_view>
@@ -18,7 +19,7 @@
 namespace dsh::server {
 
 // The JSON API of docs/API.md over the host's services: token auth for
-// /api/* and /mcp, /healthz, the routes of kRoutes (api.cc), the event stream
+// /api/* and /mcp, /healthz, /readyz, the routes of kRoutes (api.cc), the event stream
 // WebSocket and the MCP endpoint (docs/MCP.md). Thread-safe; Handle and HandleUpgrade may be called
 // concurrently and respond once, possibly from another thread.
 class Api {
@@ -27,6 +28,9 @@ class Api {
     std::string token;    // required for every /api/* request
     std::string version;  // reported by /healthz
     EventStream::Options stream;
+    // How long GET /readyz waits for the store's answer before it says
+    // `not_ready` (the read itself goes on, on a reader thread).
+    std::chrono::milliseconds ready_timeout{2000};
   };
 
   // What the routes work on; borrowed, must outlive the Api and every
@@ -80,6 +84,13 @@ class Api {
   // `?session_id=` names the calling session, `?client_time_zone=` the
   // person's zone, as the body of POST /api/tools/{name} does.
   void HandleMcp(HttpRequest req, Respond respond) const;
+
+  // `GET /readyz` (docs/API.md): 200 when a trivial read of the store
+  // answers within Options::ready_timeout and the host's schema modules are
+  // at the versions this binary knows; else 503 with the reasons. Never
+  // blocks the calling thread: the read runs on a database reader thread,
+  // the timeout on the host's io_context; whichever ends first answers.
+  void Readiness(const HttpRequest& req, Respond respond) const;
 
   void CallTool(const PathParams& params, HttpRequest req, Respond respond) const;
   void RunCommand(const PathParams& params, HttpRequest req, Respond respond) const;

@@ -1,7 +1,8 @@
 // Load program for the sessions plugin (docs/PERFORMANCE.md, "Sessions").
 //
 //   sessions_bench [--dir DIR] [--sessions N] [--live L] [--calls C]
-//                  [--inflight K] [--read-turns R] [--threads T] [--quick]
+//                  [--inflight K] [--read-turns R] [--long-events E]
+//                  [--threads T] [--quick]
 //
 // A real host::Host over a profile in DIR, with the sessions plugin's tools
 // registered the way `dsh web` registers them:
@@ -13,7 +14,10 @@
 //    message/assistant, turn/end), a generated title for 30 % and a user
 //    rename for 4 %; every tenth session is empty (no events, no title).
 //    Session 0 holds a long conversation instead (R turns, 2R blocks) for
-//    `session_read`.
+//    `session_read`. One more session, older than all of them, holds E
+//    events (default 1,000,000: turns of turn/start, message/user,
+//    message/reasoning, tool/call, tool/result, message/assistant, turn/end;
+//    4 blocks per 7 events).
 // 2. L of them (default 1,000) made live through the host's AgentManager
 //    (lease, log, Agent; echo model), ten of them among the 50 most recent.
 // 3. `session_status({})` through the ToolRegistry, one call at a time (C
@@ -21,6 +25,9 @@
 //    Invoke → done callback. Secondary: `session_status({session_id})` for a
 //    cold and a live id, `session_read` of a 200-block window, and the two
 //    store reads `session_status({})` is made of.
+// 4. `session_read` of the E-event session: the first call (it builds the
+//    session's block index from the whole log), then 200-block windows, the
+//    newest and one in the middle, C calls each.
 //
 // Every result is checked (50 rows in the expected order with the expected
 // status, title and updated_at; one exact row; 200 blocks), so the `--quick`
@@ -68,6 +75,7 @@ struct Args {
   int calls = 2'000;
   int inflight = 4;
   int64_t read_turns = 1'000;
+  int64_t long_events = 1'000'000;
   unsigned threads = 0;  // 0: as `dsh web` picks them
   bool quick = false;
 };
@@ -104,6 +112,8 @@ struct Bench {
   std::string read_id;
   int64_t read_blocks = 0;
   std::string cold_id, live_id;
+  std::string long_id = "ses_bench_long";
+  int64_t long_blocks = 0;
 
   // Bulk load straight into the session tables (docs/STORAGE.md), in the
   // shape SessionStore::Append and Compact leave behind: events in the
@@ -133,6 +143,7 @@ struct Bench {
     }
     std::fprintf(stderr, " (%.1f s)\n",
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+    LoadLong(n + 1, base - 7'200'000);
     order.resize(plan.size());
     std::iota(order.begin(), order.end(), size_t{0});
     std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
@@ -194,6 +205,52 @@ struct Bench {
             {num, std::string_view(p.id), created_at, updated_at, seq, opt(titles.user),
              opt(titles.generated), opt(titles.fallback)})
         .status();
+  }
+
+  // The E-event session, older than every other (it never enters the
+  // listings), in transactions of ~50,000 events.
+  void LoadLong(int64_t num, int64_t created_at) {
+    auto started = std::chrono::steady_clock::now();
+    const int64_t total = args.long_events;
+    int64_t seq = 0;
+    while (seq < total) {
+      Status st = host->database().WriteSync([&](store::Tx& tx) -> Status {
+        int64_t stop = std::min(total, seq + 50'000);
+        while (seq < stop) {
+          int64_t t = seq / 7;
+          std::string n = std::to_string(t);
+          std::string type, text;
+          switch (seq % 7) {
+            case 0: type = "turn/start"; text = "{}"; break;
+            case 1: type = "message/user"; text = DumpJson({{"text", "Please check file " + n + " for the quarterly numbers"}}); break;
+            case 2: type = "message/reasoning"; text = DumpJson({{"text", "The user wants file " + n + "; read it."}}); break;
+            case 3: type = "tool/call"; text = DumpJson({{"call_id", "call_" + n}, {"name", "read"}, {"arguments", {{"path", "reports/" + n + ".txt"}}}}); break;
+            case 4: type = "tool/result"; text = DumpJson({{"call_id", "call_" + n}, {"name", "read"}, {"result", "revenue " + n + ", costs " + n}}); break;
+            case 5: type = "message/assistant"; text = DumpJson({{"text", "File " + n + " shows revenue " + n + "."}}); break;
+            default: type = "turn/end"; text = R"({"status":"completed"})"; break;
+          }
+          // A block begins at the prompt, the reasoning (the call joins it), the result and the answer.
+          if (seq % 7 == 1 || seq % 7 == 2 || seq % 7 == 4 || seq % 7 == 5) ++long_blocks;
+          ++seq;
+          DSH_RETURN_IF_ERROR(tx.Exec("INSERT INTO events (session_num, seq, type, at, data) VALUES (?, ?, ?, ?, ?)",
+                                      {num, seq, std::string_view(type), created_at + seq / 1000, std::string_view(text)})
+                                  .status());
+        }
+        return Status::Ok();
+      });
+      if (!st.ok()) Fail("load long session", st);
+    }
+    Status st = host->database().WriteSync([&](store::Tx& tx) -> Status {
+      return tx
+          .Exec("INSERT INTO sessions (num, id, created_at, updated_at, provider, model, time_zone, seed_length, "
+                "delegation_depth, origin, last_seq) VALUES (?, ?, ?, ?, 'echo', 'echo', 'UTC', 0, 0, 'bench', ?)",
+                {num, std::string_view(long_id), created_at, created_at + total / 1000, total})
+          .status();
+    });
+    if (!st.ok()) Fail("load long session", st);
+    std::fprintf(stderr, "loaded a %lld-event session, %lld blocks (%.1f s)\n", static_cast<long long>(total),
+                 static_cast<long long>(long_blocks),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   }
 
   // kLiveRecent of the most recent kRecent, the rest spread over the others;
@@ -442,6 +499,41 @@ struct Bench {
           }
         });
 
+    // session_read of the long session: the first call reads the whole log
+    // (the block index of the session), later ones the window.
+    auto long_check = [&](int64_t offset) {
+      return [&, offset](const Json& r) {
+        if (r.at("total_messages") != long_blocks) Wrong("long session_read total_messages: " + r["footer"].dump());
+        const Json& m = r.at("messages");
+        if (static_cast<int64_t>(m.size()) != std::min(kReadWindow, long_blocks - offset + 1))
+          Wrong("long session_read returned " + std::to_string(m.size()) + " messages");
+        // Block k (1-based) is the (k-1)%4-th of turn (k-1)/4: user, assistant, tool, assistant.
+        static const char* kRoles[] = {"user", "assistant", "tool", "assistant"};
+        for (size_t i = 0; i < m.size(); ++i) {
+          int64_t k = offset + static_cast<int64_t>(i);
+          if (m[i].value("role", "") != kRoles[(k - 1) % 4]) Wrong("long session_read block " + std::to_string(k));
+        }
+        if ((offset - 1) % 4 == 0 &&
+            m[0].value("content", "") != "Please check file " + std::to_string((offset - 1) / 4) + " for the quarterly numbers")
+          Wrong("long session_read block " + std::to_string(offset) + ": " + m[0].dump());
+      };
+    };
+    const int64_t newest_offset = std::max<int64_t>(1, long_blocks - kReadWindow + 1);
+    const int64_t middle_offset = std::max<int64_t>(1, long_blocks / 2 / 4 * 4 + 1);
+    Result<Json> first_long = Status("unset", "");
+    double first_long_ms =
+        Call("session_read", {{"session_id", long_id}, {"offset", newest_offset}, {"limit", kReadWindow}}, &first_long);
+    if (!first_long.ok()) Fail("session_read", first_long.status());
+    long_check(newest_offset)(*first_long);
+    Latencies long_newest = Measure(
+        "session_read", warmup, calls, 1,
+        [&](int) { return Json{{"session_id", long_id}, {"offset", newest_offset}, {"limit", kReadWindow}}; },
+        long_check(newest_offset));
+    Latencies long_middle = Measure(
+        "session_read", warmup, calls, 1,
+        [&](int) { return Json{{"session_id", long_id}, {"offset", middle_offset}, {"limit", kReadWindow}}; },
+        long_check(middle_offset));
+
     // What session_status({}) is made of, one store read at a time.
     session::SessionStore& store = host->sessions();
     std::vector<std::string> recent_ids;
@@ -492,6 +584,13 @@ struct Bench {
             std::to_string(plan[0].events) + " events)",
         read_log);
     std::printf("\n");
+    std::printf("## session_read of a %lld-event session (%lld blocks)\n\n", static_cast<long long>(args.long_events),
+                static_cast<long long>(long_blocks));
+    std::printf("First call (builds the session's block index from the whole log): %.1f ms\n\n", first_long_ms);
+    std::printf("| call | p50 | p90 | p99 | max | calls/s |\n|---|---:|---:|---:|---:|---:|\n");
+    row("**`session_read`** newest 200 blocks (offset " + std::to_string(newest_offset) + ")", long_newest);
+    row("**`session_read`** 200 blocks in the middle (offset " + std::to_string(middle_offset) + ")", long_middle);
+    std::printf("\n");
     std::fflush(stdout);
 
     host->Close();
@@ -519,6 +618,8 @@ int main(int argc, char** argv) {
       args.inflight = std::max(1, std::atoi(argv[++i]));
     else if (is("--read-turns"))
       args.read_turns = std::max<int64_t>(1, std::atoll(argv[++i]));
+    else if (is("--long-events"))
+      args.long_events = std::max<int64_t>(7, std::atoll(argv[++i]));
     else if (is("--threads"))
       args.threads = static_cast<unsigned>(std::max(1, std::atoi(argv[++i])));
     else if (!std::strcmp(argv[i], "--quick"))
@@ -527,7 +628,7 @@ int main(int argc, char** argv) {
       std::fprintf(
           stderr,
           "usage: %s [--dir DIR] [--sessions N] [--live L] [--calls C] [--inflight K] [--read-turns R] "
-          "[--threads T] [--quick]\n",
+          "[--long-events E] [--threads T] [--quick]\n",
           argv[0]);
       return 2;
     }
@@ -537,6 +638,7 @@ int main(int argc, char** argv) {
     args.live = std::min<int64_t>(args.live, 50);
     args.calls = std::min(args.calls, 100);
     args.read_turns = std::min<int64_t>(args.read_turns, 150);
+    args.long_events = std::min<int64_t>(args.long_events, 20'000);
   }
   b.Run();
   return 0;

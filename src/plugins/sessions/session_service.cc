@@ -1,36 +1,52 @@
 #include "plugins/sessions/session_service.h"
 
 #include <algorithm>
+#include <atomic>
+#include <map>
+#include <optional>
 #include <memory>
+#include <mutex>
 #include <utility>
 
 #include "base/clock.h"
-#include "session/conversation.h"
 #include "time/rfc3339.h"
 
 namespace dsh::plugins::sessions {
 namespace {
 
-// Events read per query while projecting a whole log.
-constexpr int64_t kEventPage = 4096;
-
 agent::AgentStatus StatusOf(const agent::AgentManager& agents, const std::string& id) {
   return agents.LiveStatus(id).value_or(agent::AgentStatus::kCold);
 }
 
-// Reads every event of a session, a page at a time, then calls `done` once.
-void ReadAllEvents(session::SessionStore& store, std::string id, std::shared_ptr<std::vector<session::Event>> acc,
-                   std::function<void(Result<std::vector<session::Event>>)> done) {
-  int64_t after = acc->empty() ? 0 : acc->back().seq;
-  store.ReadEventsAsync(id, after, kEventPage,
-                        [&store, id, acc, done = std::move(done)](Result<std::vector<session::Event>> page) mutable {
-                          if (!page.ok()) return done(page.status());
-                          bool more = static_cast<int64_t>(page->size()) == kEventPage;
-                          acc->insert(acc->end(), std::make_move_iterator(page->begin()),
-                                      std::make_move_iterator(page->end()));
-                          if (!more) return done(std::move(*acc));
-                          ReadAllEvents(store, std::move(id), acc, std::move(done));
-                        });
+// The title snapshots of `ids` in one read; when that read fails, one read
+// per id, leaving out the ids whose snapshot cannot be read (a failed title
+// read drops that row's title, never the row: spec 003 section 2).
+void ReadTitlesEach(session::SessionStore& store, std::vector<std::string> ids,
+                    std::function<void(std::map<std::string, session::Titles>)> done) {
+  auto batch = ids;
+  store.ReadTitlesAsync(std::move(batch), [&store, ids = std::move(ids), done = std::move(done)](
+                                              Result<std::map<std::string, session::Titles>> all) mutable {
+    if (all.ok()) return done(std::move(all).value());
+    if (ids.empty()) return done({});
+    struct Gather {
+      std::mutex mu;
+      std::map<std::string, session::Titles> titles;  // GUARDED_BY(mu)
+      std::atomic<size_t> left{0};
+      std::function<void(std::map<std::string, session::Titles>)> done;
+    };
+    auto gather = std::make_shared<Gather>();
+    gather->left = ids.size();
+    gather->done = std::move(done);
+    for (auto& id : ids) {
+      store.ReadTitlesAsync({id}, [gather](Result<std::map<std::string, session::Titles>> one) {
+        if (one.ok()) {
+          std::lock_guard lock(gather->mu);
+          gather->titles.merge(*one);
+        }
+        if (gather->left.fetch_sub(1) == 1) gather->done(std::move(gather->titles));
+      });
+    }
+  });
 }
 
 }  // namespace
@@ -61,13 +77,10 @@ void SessionService::Recent(int64_t n, Callback<std::vector<SessionStatusRow>> d
       rows->push_back({h.id, std::nullopt, StatusOf(agents, h.id), h.updated_at});
       ids.push_back(h.id);
     }
-    store.ReadTitlesAsync(std::move(ids), [rows, done](Result<std::map<std::string, session::Titles>> titles) {
-      // A failed title read keeps every row, without titles (spec 003 section 2).
-      if (titles.ok()) {
-        for (auto& row : *rows) {
-          auto it = titles->find(row.session_id);
-          if (it != titles->end()) row.title = it->second.Effective();
-        }
+    ReadTitlesEach(store, std::move(ids), [rows, done](std::map<std::string, session::Titles> titles) {
+      for (auto& row : *rows) {
+        auto it = titles.find(row.session_id);
+        if (it != titles.end()) row.title = it->second.Effective();
       }
       done(std::move(*rows));
     });
@@ -98,26 +111,17 @@ void SessionService::Exact(std::string session_id, Callback<SessionStatusRow> do
 }
 
 void SessionService::Read(std::string session_id, int64_t offset, int64_t limit, Callback<ReadWindow> done) const {
-  auto acc = std::make_shared<std::vector<session::Event>>();
-  ReadAllEvents(store_, session_id, acc,
-                [session_id, offset, limit, done = std::move(done)](Result<std::vector<session::Event>> events) {
-                  if (!events.ok()) return done(events.status());
-                  auto blocks = session::ProjectConversation(session_id, *events);
-                  if (!blocks.ok()) return done(blocks.status());
-                  auto total = static_cast<int64_t>(blocks->size());
-                  if (total > 0 && offset > total) {
-                    return done(Status(codes::kInvalidArguments,
-                                       "`offset` " + std::to_string(offset) + " is beyond the end of session " +
-                                           session_id + ", which has " + std::to_string(total) + " messages"));
-                  }
-                  ReadWindow w{session_id, offset, {}, total};
-                  if (offset <= total) {
-                    int64_t end = std::min(total, offset - 1 + limit);
-                    w.messages.assign(std::make_move_iterator(blocks->begin() + (offset - 1)),
-                                      std::make_move_iterator(blocks->begin() + end));
-                  }
-                  done(std::move(w));
-                });
+  index_->Read(session_id, offset, limit,
+               [session_id, offset, done = std::move(done)](Result<ConversationIndex::Window> window) {
+                 if (!window.ok()) return done(window.status());
+                 const int64_t total = window->total;
+                 if (total > 0 && offset > total) {
+                   return done(Status(codes::kInvalidArguments,
+                                      "`offset` " + std::to_string(offset) + " is beyond the end of session " +
+                                          session_id + ", which has " + std::to_string(total) + " messages"));
+                 }
+                 done(ReadWindow{session_id, offset, std::move(window->blocks), total});
+               });
 }
 
 }  // namespace dsh::plugins::sessions

@@ -9,6 +9,7 @@
 #include "agent/agent_manager.h"
 #include "base/json.h"
 #include "base/status.h"
+#include "plugins/sessions/conversation_index.h"
 #include "session/session_store.h"
 
 namespace dsh::plugins::sessions {
@@ -46,7 +47,9 @@ class SessionService {
   static constexpr int64_t kDefaultRecent = 50;
   static constexpr int64_t kMaxReadLimit = 200;
 
-  SessionService(session::SessionStore& store, const agent::AgentManager& agents) : store_(store), agents_(agents) {}
+  // Copies share one ConversationIndex (the tools each hold a copy).
+  SessionService(session::SessionStore& store, const agent::AgentManager& agents)
+      : store_(store), agents_(agents), index_(ConversationIndex::Create(store)) {}
 
   template <typename T>
   using Callback = std::function<void(Result<T>)>;
@@ -56,22 +59,28 @@ class SessionService {
   // live session has a persisted header (agents are created from one), so
   // the newest n of persisted ∪ live are the newest n persisted ones.
   // Errors: storage errors of the listing. A failed title read is not an
-  // error: the rows come back without titles.
+  // error: when the batch read of the titles fails, each id is read on its
+  // own, and only the rows whose own read fails come back without a title.
   void Recent(int64_t n, Callback<std::vector<SessionStatusRow>> done) const;
 
   // Exactly one row: running/idle when live here, cold when only persisted,
-  // missing (no updated_at) when neither. Errors: storage errors.
+  // missing (no updated_at) when neither. Errors: storage errors of the
+  // header; a failed title read only leaves the row without its title.
   void Exact(std::string session_id, Callback<SessionStatusRow> done) const;
 
   // Conversation blocks offset..offset+limit-1 (1-based; offset > 0,
   // 0 < limit <= kMaxReadLimit). Errors: `not_found` for an unknown
   // session; `invalid_arguments` naming `offset` when offset is beyond the
   // last block of a non-empty session; `corrupt_event`, storage errors.
+  // Reads the header, the events appended since the previous read of the
+  // session and the window's events (ConversationIndex); the first read of
+  // a session in this process reads its whole log once.
   void Read(std::string session_id, int64_t offset, int64_t limit, Callback<ReadWindow> done) const;
 
  private:
   session::SessionStore& store_;
   const agent::AgentManager& agents_;
+  std::shared_ptr<ConversationIndex> index_;  // never null
 };
 
 }  // namespace dsh::plugins::sessions

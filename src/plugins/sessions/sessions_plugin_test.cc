@@ -3,7 +3,9 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 
+#include <algorithm>
 #include <cctype>
+#include <mutex>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -25,6 +27,75 @@ using agent::testing::ScriptedModel;
 using namespace std::chrono_literals;
 namespace et = session::event_types;
 
+// Which session's title snapshot the database cannot read ("" = none).
+struct TitleFaults {
+  std::mutex mu;
+  std::string unreadable;  // GUARDED_BY(mu)
+};
+
+// A SQLite connection whose reads of title snapshots fail whenever they touch
+// the row of `TitleFaults::unreadable`, as a damaged page holding that row
+// would make them fail (SQLITE_CORRUPT); every other statement runs as usual.
+class TitleFaultConnection final : public store::Connection {
+ public:
+  TitleFaultConnection(std::unique_ptr<store::Connection> inner, std::shared_ptr<TitleFaults> faults)
+      : inner_(std::move(inner)), faults_(std::move(faults)) {}
+  Result<int64_t> Exec(std::string_view sql, std::span<const store::Value> params) override {
+    return inner_->Exec(sql, params);
+  }
+  Status Query(std::string_view sql, std::span<const store::Value> params, const store::RowFn& on_row) override {
+    if (sql.find("title_user") != std::string_view::npos && sql.starts_with("SELECT") && TouchesUnreadable(params)) {
+      return Status(codes::kStorage, "injected fault: database disk image is malformed");
+    }
+    return inner_->Query(sql, params, on_row);
+  }
+  Result<int64_t> Insert(std::string_view sql, std::span<const store::Value> params) override {
+    return inner_->Insert(sql, params);
+  }
+  Status Notify(std::string_view channel, std::string_view payload) override { return inner_->Notify(channel, payload); }
+  Status BeginWrite() override { return inner_->BeginWrite(); }
+  Status BeginRead() override { return inner_->BeginRead(); }
+  Status Commit() override { return inner_->Commit(); }
+  Status Rollback() override { return inner_->Rollback(); }
+  Status Savepoint(std::string_view n) override { return inner_->Savepoint(n); }
+  Status RollbackToSavepoint(std::string_view n) override { return inner_->RollbackToSavepoint(n); }
+  Status ReleaseSavepoint(std::string_view n) override { return inner_->ReleaseSavepoint(n); }
+  int64_t TotalChanges() override { return inner_->TotalChanges(); }
+  bool InTransaction() override { return inner_->InTransaction(); }
+
+ private:
+  bool TouchesUnreadable(std::span<const store::Value> params) {
+    std::lock_guard lock(faults_->mu);
+    if (faults_->unreadable.empty()) return false;
+    return std::any_of(params.begin(), params.end(), [&](const store::Value& v) {
+      const auto* text = std::get_if<std::string_view>(&v);
+      return text != nullptr && *text == faults_->unreadable;
+    });
+  }
+
+  std::unique_ptr<store::Connection> inner_;
+  std::shared_ptr<TitleFaults> faults_;
+};
+
+class TitleFaultFactory final : public store::ConnectionFactory {
+ public:
+  TitleFaultFactory(std::unique_ptr<store::ConnectionFactory> inner, std::shared_ptr<TitleFaults> faults)
+      : inner_(std::move(inner)), faults_(std::move(faults)) {}
+  Result<std::unique_ptr<store::Connection>> Open() override { return Wrap(inner_->Open()); }
+  Result<std::unique_ptr<store::Connection>> OpenWriter() override { return Wrap(inner_->OpenWriter()); }
+  Result<std::unique_ptr<store::Listener>> OpenListener() override { return inner_->OpenListener(); }
+  std::string Describe() const override { return inner_->Describe(); }
+
+ private:
+  Result<std::unique_ptr<store::Connection>> Wrap(Result<std::unique_ptr<store::Connection>> conn) {
+    if (!conn.ok()) return conn.status();
+    return std::unique_ptr<store::Connection>(std::make_unique<TitleFaultConnection>(std::move(conn).value(), faults_));
+  }
+
+  std::unique_ptr<store::ConnectionFactory> inner_;
+  std::shared_ptr<TitleFaults> faults_;
+};
+
 // A real store and AgentManager (scripted model, fake clock) with the
 // sessions tools registered, as the host wires them.
 class SessionsPluginTest : public ::testing::Test {
@@ -33,7 +104,9 @@ class SessionsPluginTest : public ::testing::Test {
     std::vector<store::Migration> migrations = session::SessionStore::Migrations();
     for (auto& m : agent::AgentManager::Migrations()) migrations.push_back(m);
     store::SqliteOptions sqlite{.path = dir_.File("dsh.db")};
-    auto db = store::Database::Open(std::make_unique<store::SqliteConnectionFactory>(sqlite), migrations);
+    auto db = store::Database::Open(
+        std::make_unique<TitleFaultFactory>(std::make_unique<store::SqliteConnectionFactory>(sqlite), title_faults_),
+        migrations);
     ASSERT_TRUE(db.ok()) << db.status().ToString();
     db_ = std::move(db).value();
     store_ = std::make_unique<session::SessionStore>(*db_, clock_, &hub_);
@@ -212,6 +285,7 @@ class SessionsPluginTest : public ::testing::Test {
   ScriptedModel model_;
   agent::testing::SingleModelRouter router_{model_};
   agent::ToolRegistry tools_;
+  std::shared_ptr<TitleFaults> title_faults_ = std::make_shared<TitleFaults>();
   std::unique_ptr<store::Database> db_;
   std::unique_ptr<session::SessionStore> store_;
   boost::asio::io_context ioc_;
@@ -299,6 +373,43 @@ TEST_F(SessionsPluginTest, FallsBackToTheStableSessionIdWhenNoTitleExists) {
   Json row = RowOf(Ok("session_status", Json::object()), id);
   EXPECT_EQ(row["session_id"], id);
   EXPECT_FALSE(row.contains("title")) << row.dump();
+}
+
+TEST_F(SessionsPluginTest, AnUnreadableTitleDropsOnlyThatRowsTitleAndTheListingSucceeds) {
+  std::string before = Cold();
+  Append(before, {{std::string(et::kTitleUser), {{"title", "kept before"}}}});
+  std::string unreadable = Cold();
+  Append(unreadable, {{std::string(et::kTitleGenerated), {{"title", "cannot be read"}}}});
+  std::string after = Live();
+  Append(after, {{std::string(et::kTitleFallback), {{"title", "kept after"}}}});
+  std::string untitled = Cold();
+  {
+    std::lock_guard lock(title_faults_->mu);
+    title_faults_->unreadable = unreadable;
+  }
+
+  for (const char* tool : {"session_status", "list_sessions"}) {
+    Json r = Ok(tool, Json::object());
+    EXPECT_EQ(Ids(r), (std::vector<std::string>{untitled, after, unreadable, before})) << tool;
+    EXPECT_EQ(RowOf(r, before)["title"], "kept before") << tool << ": " << r.dump();
+    EXPECT_EQ(RowOf(r, after)["title"], "kept after") << tool << ": " << r.dump();
+    EXPECT_EQ(RowOf(r, after)["status"], "idle") << tool;
+    EXPECT_FALSE(RowOf(r, unreadable).contains("title")) << tool << ": " << r.dump();
+    EXPECT_EQ(RowOf(r, unreadable)["status"], "cold") << tool << ": the row stays, selectable by its id";
+    EXPECT_FALSE(RowOf(r, untitled).contains("title")) << tool;
+  }
+  Json exact = Ok("session_status", {{"session_id", unreadable}});
+  ASSERT_EQ(exact["sessions"].size(), 1u) << exact.dump();
+  EXPECT_EQ(exact["sessions"][0]["status"], "cold");
+  EXPECT_FALSE(exact["sessions"][0].contains("title")) << exact.dump();
+  EXPECT_EQ(Ok("check_session_status", {{"session_id", before}})["title"], "kept before");
+
+  // Once the row reads again, so does its title: nothing was lost or written.
+  {
+    std::lock_guard lock(title_faults_->mu);
+    title_faults_->unreadable.clear();
+  }
+  EXPECT_EQ(RowOf(Ok("session_status", Json::object()), unreadable)["title"], "cannot be read");
 }
 
 TEST_F(SessionsPluginTest, OrdersByMostRecentUpdate) {

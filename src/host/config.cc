@@ -11,6 +11,9 @@
 #include <set>
 #include <utility>
 
+#include "store/database.h"
+#include "store/sqlite_connection.h"
+
 namespace dsh::host {
 namespace {
 
@@ -110,7 +113,12 @@ const Spec& RootSpec() {
       {"storage", Map({{"synchronous", Str({"full", "normal"}, "full or normal")},
                        {"backend", Str({"sqlite", "postgres"}, "sqlite or postgres")},
                        {"url", Matching("(postgres|postgresql)://.*|.*=.*",
-                                        "a PostgreSQL URL (postgresql://user@host:port/db) or libpq key=value string")}})},
+                                        "a PostgreSQL URL (postgresql://user@host:port/db) or libpq key=value string")},
+                       {"max_gather_us", Int(0, 100'000)},
+                       {"checkpoint", Map({{"background", Bool()},
+                                           {"start_frames", Int(1, 1'000'000)},
+                                           {"finish_frames", Int(0, 1'000'000)},
+                                           {"max_frames", Int(1, 1'000'000)}})}})},
       {"log", Map({{"level", Str({"trace", "debug", "info", "warn", "error", "off"},
                                  "one of trace, debug, info, warn, error, off")}})},
       {"model", Matching("[a-z0-9_-]+/.+", "provider/model (say deepseek/deepseek-chat)")},
@@ -313,6 +321,14 @@ Config Decode(const YAML::Node& root) {
     if (s["synchronous"]) c.storage.synchronous_full = s["synchronous"].as<std::string>() == "full";
     if (s["backend"]) c.storage.postgres = s["backend"].as<std::string>() == "postgres";
     if (s["url"]) c.storage.url = s["url"].as<std::string>();
+    if (s["max_gather_us"]) c.storage.max_gather_us = s["max_gather_us"].as<int64_t>();
+    if (auto k = s["checkpoint"]; k && k.IsMap()) {
+      auto& cp = c.storage.checkpoint;
+      if (k["background"]) cp.background = k["background"].as<bool>();
+      if (k["start_frames"]) cp.start_frames = k["start_frames"].as<int>();
+      if (k["finish_frames"]) cp.finish_frames = k["finish_frames"].as<int>();
+      if (k["max_frames"]) cp.max_frames = k["max_frames"].as<int>();
+    }
   }
   if (auto s = root["log"]; s && s.IsMap()) {
     if (s["level"]) c.log.level = s["level"].as<std::string>();
@@ -423,6 +439,20 @@ Status CheckMerged(const Config& c, const Origins& origins) {
                  "`env` and `cwd` are for `command` servers; a `url` server takes `headers`");
     }
   }
+  // The writer finishes a checkpoint inline below finish_frames, asks the
+  // background from start_frames and takes over at max_frames: out of this
+  // order the background would never run.
+  const auto& cp = c.storage.checkpoint;
+  if (cp.finish_frames >= cp.start_frames) {
+    return Bad(origins.Of({"storage", "checkpoint", "finish_frames"}), "storage.checkpoint.finish_frames",
+               "must be less than `storage.checkpoint.start_frames` (" + std::to_string(cp.start_frames) +
+                   "; got " + std::to_string(cp.finish_frames) + ")");
+  }
+  if (cp.max_frames < cp.start_frames) {
+    return Bad(origins.Of({"storage", "checkpoint", "max_frames"}), "storage.checkpoint.max_frames",
+               "must be at least `storage.checkpoint.start_frames` (" + std::to_string(cp.start_frames) +
+                   "; got " + std::to_string(cp.max_frames) + ")");
+  }
   if (!c.FindPreset(c.default_preset)) {
     std::string ids;
     for (const auto& p : c.presets) ids += (ids.empty() ? "" : ", ") + p.id;
@@ -452,6 +482,24 @@ const Config::Provider* Config::FindProvider(const std::string& name) const {
     if (p.name == name) return &p;
   }
   return nullptr;
+}
+
+store::DatabaseOptions DatabaseOptionsOf(const Config& config) {
+  store::DatabaseOptions o;
+  o.max_gather = std::chrono::microseconds(config.storage.max_gather_us);
+  return o;
+}
+
+store::SqliteOptions SqliteOptionsOf(const Config& config, std::string path) {
+  store::SqliteOptions o{.path = std::move(path)};
+  o.synchronous =
+      config.storage.synchronous_full ? store::SqliteOptions::Synchronous::kFull : store::SqliteOptions::Synchronous::kNormal;
+  const auto& cp = config.storage.checkpoint;
+  o.checkpoints.background = cp.background;
+  o.checkpoints.start_frames = cp.start_frames;
+  o.checkpoints.finish_frames = cp.finish_frames;
+  o.checkpoints.max_frames = cp.max_frames;
+  return o;
 }
 
 Result<Config> ParseConfigText(const std::string& name, const std::string& text) {

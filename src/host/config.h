@@ -7,6 +7,11 @@
 #include "base/status.h"
 #include "mcp/transport.h"
 
+namespace dsh::store {
+struct DatabaseOptions;
+struct SqliteOptions;
+}  // namespace dsh::store
+
 namespace dsh::host {
 
 // The profile configuration: `<home>/dsh.yml` (optional) with `--patch FILE`
@@ -22,6 +27,19 @@ struct Config {
     bool synchronous_full = true;  // storage.synchronous: full | normal (SQLite)
     bool postgres = false;         // storage.backend: sqlite | postgres
     std::string url;               // storage.url: PostgreSQL's; DSH_DATABASE_URL wins over it
+    // storage.max_gather_us (0..100000): how long after a write transaction
+    // began it may wait for the rest of a burst of writes
+    // (store::DatabaseOptions::max_gather); both backends.
+    int64_t max_gather_us = 300;
+    // storage.checkpoint.*: the SQLite writer's WAL checkpoints
+    // (store::SqliteOptions::Checkpoints, same defaults); finish_frames <
+    // start_frames <= max_frames. Ignored with postgres.
+    struct Checkpoint {
+      bool background = true;
+      int start_frames = 1000;
+      int finish_frames = 64;
+      int max_frames = 10000;
+    } checkpoint;
   } storage;
   struct Log {
     std::string level = "info";
@@ -98,6 +116,12 @@ struct Config {
   const Preset* FindPreset(const std::string& id) const;
   const Provider* FindProvider(const std::string& name) const;
 };
+
+// The store's options as the `storage` keys set them; everything else keeps
+// the store's defaults. Host::Open and DatabaseFactory build the database
+// with these. `path`: the SQLite database file.
+store::DatabaseOptions DatabaseOptionsOf(const Config& config);
+store::SqliteOptions SqliteOptionsOf(const Config& config, std::string path);
 
 // Loads and merges `files` (those that do not exist are skipped only when
 // `optional`). Errors: `invalid_config` naming the file and the key path; a

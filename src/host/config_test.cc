@@ -8,6 +8,8 @@
 
 #include "base/testing/temp_dir.h"
 #include "host/host.h"
+#include "store/database.h"
+#include "store/sqlite_connection.h"
 #include "store/testing/pg_test_server.h"
 
 namespace dsh::host {
@@ -38,6 +40,92 @@ TEST(Config, DefaultsWithoutAnyFile) {
   EXPECT_TRUE(c->plugins.sessions);
   EXPECT_FALSE(c->plugins.schedule);
   EXPECT_FALSE(c->plugins.time_context);
+}
+
+// The storage tuning keys default to exactly what the store uses without a
+// configuration, and reach the store's options unchanged.
+TEST(Config, StorageTuningDefaultsAreTheStoresOwn) {
+  Config c;
+  store::DatabaseOptions db = DatabaseOptionsOf(c);
+  store::DatabaseOptions store_db;
+  EXPECT_EQ(c.storage.max_gather_us, 300);
+  EXPECT_EQ(db.max_gather, store_db.max_gather);
+  EXPECT_EQ(db.readers, store_db.readers);
+  EXPECT_EQ(db.max_batch, store_db.max_batch);
+  store::SqliteOptions sqlite = SqliteOptionsOf(c, "/p/dsh.db");
+  store::SqliteOptions store_sqlite;
+  EXPECT_EQ(sqlite.path, "/p/dsh.db");
+  EXPECT_EQ(sqlite.synchronous, store::SqliteOptions::Synchronous::kFull);
+  EXPECT_EQ(sqlite.busy_timeout, store_sqlite.busy_timeout);
+  EXPECT_TRUE(sqlite.gather_wal_writes);
+  EXPECT_TRUE(sqlite.checkpoints.background);
+  EXPECT_EQ(sqlite.checkpoints.start_frames, 1000);
+  EXPECT_EQ(sqlite.checkpoints.finish_frames, 64);
+  EXPECT_EQ(sqlite.checkpoints.max_frames, 10000);
+  EXPECT_EQ(sqlite.checkpoints.background, store_sqlite.checkpoints.background);
+  EXPECT_EQ(sqlite.checkpoints.start_frames, store_sqlite.checkpoints.start_frames);
+  EXPECT_EQ(sqlite.checkpoints.finish_frames, store_sqlite.checkpoints.finish_frames);
+  EXPECT_EQ(sqlite.checkpoints.max_frames, store_sqlite.checkpoints.max_frames);
+}
+
+TEST(Config, StorageTuningKeysReachTheStoresOptions) {
+  auto c = ParseConfigText("x.yml",
+                           "storage:\n"
+                           "  synchronous: normal\n"
+                           "  max_gather_us: 0\n"
+                           "  checkpoint:\n"
+                           "    background: false\n"
+                           "    start_frames: 4000\n"
+                           "    finish_frames: 0\n"
+                           "    max_frames: 4000\n");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(DatabaseOptionsOf(*c).max_gather, std::chrono::microseconds(0));
+  store::SqliteOptions sqlite = SqliteOptionsOf(*c, "/p/dsh.db");
+  EXPECT_EQ(sqlite.synchronous, store::SqliteOptions::Synchronous::kNormal);
+  EXPECT_FALSE(sqlite.checkpoints.background);
+  EXPECT_EQ(sqlite.checkpoints.start_frames, 4000);
+  EXPECT_EQ(sqlite.checkpoints.finish_frames, 0);
+  EXPECT_EQ(sqlite.checkpoints.max_frames, 4000);
+
+  // A patch changes one key and keeps the others.
+  dsh::testing::TempDir dir;
+  Write(dir.File("dsh.yml"), "storage:\n  max_gather_us: 1000\n  checkpoint:\n    start_frames: 2000\n");
+  Write(dir.File("p.yml"), "storage:\n  checkpoint:\n    max_frames: 20000\n");
+  auto merged = LoadConfig({{dir.File("dsh.yml"), true}, {dir.File("p.yml")}});
+  ASSERT_TRUE(merged.ok()) << merged.status().ToString();
+  EXPECT_EQ(DatabaseOptionsOf(*merged).max_gather, std::chrono::microseconds(1000));
+  sqlite = SqliteOptionsOf(*merged, "/p/dsh.db");
+  EXPECT_TRUE(sqlite.checkpoints.background);
+  EXPECT_EQ(sqlite.checkpoints.start_frames, 2000);
+  EXPECT_EQ(sqlite.checkpoints.finish_frames, 64);
+  EXPECT_EQ(sqlite.checkpoints.max_frames, 20000);
+}
+
+TEST(Config, StorageTuningOutOfRangeOrOrderNamesTheKey) {
+  struct Case {
+    const char* yaml;
+    const char* expected;
+  } cases[] = {
+      {"storage:\n  max_gather_us: -1\n", "x.yml: `storage.max_gather_us` must be an integer from 0 to 100000 (got \"-1\")"},
+      {"storage:\n  max_gather_us: 100001\n", "`storage.max_gather_us` must be an integer from 0 to 100000"},
+      {"storage:\n  max_gather_us: 0.3ms\n", "`storage.max_gather_us` must be an integer"},
+      {"storage:\n  checkpoint: 5\n", "`storage.checkpoint` must be a mapping"},
+      {"storage:\n  checkpoint:\n    background: sometimes\n", "`storage.checkpoint.background` must be true or false"},
+      {"storage:\n  checkpoint:\n    start_frames: 0\n", "`storage.checkpoint.start_frames` must be an integer from 1 to 1000000"},
+      {"storage:\n  checkpoint:\n    finish_frames: -1\n", "`storage.checkpoint.finish_frames` must be an integer from 0 to 1000000"},
+      {"storage:\n  checkpoint:\n    max_frames: 2000000\n", "`storage.checkpoint.max_frames` must be an integer from 1 to 1000000"},
+      {"storage:\n  checkpoint:\n    frames: 10\n", "unknown key `storage.checkpoint.frames`"},
+      {"storage:\n  checkpoint:\n    finish_frames: 1000\n",
+       "x.yml: `storage.checkpoint.finish_frames` must be less than `storage.checkpoint.start_frames` (1000; got 1000)"},
+      {"storage:\n  checkpoint:\n    start_frames: 20000\n",
+       "x.yml: `storage.checkpoint.max_frames` must be at least `storage.checkpoint.start_frames` (20000; got 10000)"},
+  };
+  for (const auto& c : cases) {
+    auto r = ParseConfigText("x.yml", c.yaml);
+    ASSERT_FALSE(r.ok()) << c.yaml;
+    EXPECT_EQ(r.status().code(), "invalid_config");
+    EXPECT_NE(r.status().message().find(c.expected), std::string::npos) << r.status().message();
+  }
 }
 
 TEST(Config, PatchesMergeDeeplyAndLaterWins) {

@@ -34,10 +34,8 @@ Result<std::unique_ptr<store::ConnectionFactory>> DatabaseFactory(const Config& 
   if (!config.storage.url.empty()) {
     return Status(codes::kInvalidConfig, "`storage.url` is for `storage.backend: postgres`; the backend is sqlite");
   }
-  store::SqliteOptions sqlite{.path = profile.database_path()};
-  sqlite.synchronous =
-      config.storage.synchronous_full ? store::SqliteOptions::Synchronous::kFull : store::SqliteOptions::Synchronous::kNormal;
-  return std::unique_ptr<store::ConnectionFactory>(std::make_unique<store::SqliteConnectionFactory>(sqlite));
+  return std::unique_ptr<store::ConnectionFactory>(
+      std::make_unique<store::SqliteConnectionFactory>(SqliteOptionsOf(config, profile.database_path())));
 }
 
 Result<std::unique_ptr<Host>> Host::Open(const HostOptions& options) {
@@ -52,7 +50,7 @@ Result<std::unique_ptr<Host>> Host::Open(const HostOptions& options) {
                        DatabaseFactory(host->config_, host->profile_, options.env ? options.env : ProcessEnv()));
   std::vector<store::Migration> migrations = AllMigrations();
   for (const auto& m : options.plugin_migrations) migrations.push_back(m);
-  store::DatabaseOptions db_options;
+  store::DatabaseOptions db_options = DatabaseOptionsOf(host->config_);
   db_options.clock = host->clock_;
   DSH_ASSIGN_OR_RETURN(host->db_, store::Database::Open(std::move(factory), std::move(migrations), db_options));
   // On a database several machines share, every host keeps the server's

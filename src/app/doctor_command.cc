@@ -225,28 +225,6 @@ DoctorLine CheckToken(const host::Profile& profile) {
 
 // ---- model ----
 
-// Where a provider is and which variable holds its key. Declared providers
-// come from the config; the built-ins are those of host::ModelRoutes.
-struct ProviderInfo {
-  bool echo = false;
-  std::string base_url;
-  std::string key_env;  // "" = no key
-  bool key_optional = false;
-};
-
-ProviderInfo ProviderOf(const host::Config& config, const host::EnvLookup& env, const std::string& name) {
-  if (const host::Config::Provider* p = config.FindProvider(name)) {
-    return {p->type == "echo", p->base_url, p->api_key_env, false};
-  }
-  if (name == "openai") {
-    std::optional<std::string> base = env("OPENAI_BASE_URL");
-    if (base && !base->empty()) return {false, *base, "OPENAI_API_KEY", true};
-    return {false, "https://api.openai.com/v1", "OPENAI_API_KEY", false};
-  }
-  if (name == "deepseek") return {false, "https://api.deepseek.com/v1", "DEEPSEEK_API_KEY", false};
-  return {true, "", "", false};  // echo
-}
-
 struct UrlParts {
   bool https = false;
   std::string host;  // without brackets
@@ -298,7 +276,7 @@ Status TcpConnect(const std::string& host, const std::string& port) {
   return Status::Ok();
 }
 
-DoctorLine CheckReachable(const ProviderInfo& info, const std::optional<std::string>& key) {
+DoctorLine CheckReachable(const host::ModelRoutes::Endpoint& info, const std::optional<std::string>& key) {
   const std::string& base = info.base_url;
   std::optional<UrlParts> url = SplitUrl(base);
   if (!url)
@@ -320,7 +298,7 @@ DoctorLine CheckReachable(const ProviderInfo& info, const std::optional<std::str
   if (r->status == 401 || r->status == 403) {
     return Line(Level::kFail, "model",
                 base + " answered HTTP " + std::to_string(r->status) + ": the key is refused",
-                info.key_env.empty() ? "set `api_key_env` for the provider" : "check $" + info.key_env);
+                info.api_key_env.empty() ? "set `api_key_env` for the provider" : "check $" + info.api_key_env);
   }
   return Line(Level::kOk, "model", base + " answers (GET /models: HTTP " + std::to_string(r->status) + ")");
 }
@@ -334,21 +312,22 @@ void CheckModel(const host::Config& config, const host::EnvLookup& env, std::vec
   }
   const session::ModelRoute& route = (*routes)->default_route();
   const std::string name = route.provider + "/" + route.model;
-  ProviderInfo info = ProviderOf(config, env, route.provider);
+  // Build resolved the default route, so its provider is known.
+  host::ModelRoutes::Endpoint info = (*routes)->EndpointOf(route.provider).value_or(host::ModelRoutes::Endpoint{});
   if (info.echo) {
     out.push_back(Line(Level::kOk, "model", "default route " + name + " (the offline echo model)"));
     return;
   }
   std::optional<std::string> key;
-  if (!info.key_env.empty()) key = env(info.key_env);
+  if (!info.api_key_env.empty()) key = env(info.api_key_env);
   if (key && key->empty()) key.reset();
-  if (!info.key_env.empty() && !key && !info.key_optional) {
-    out.push_back(Line(Level::kFail, "model", "default route " + name + ": $" + info.key_env + " is not set",
-                       "export " + info.key_env + "=<the provider's API key>"));
+  if (!info.api_key_env.empty() && !key && !info.key_optional) {
+    out.push_back(Line(Level::kFail, "model", "default route " + name + ": $" + info.api_key_env + " is not set",
+                       "export " + info.api_key_env + "=<the provider's API key>"));
     return;
   }
   out.push_back(Line(Level::kOk, "model",
-                     "default route " + name + (key ? " (key from $" + info.key_env + ")" : " (no key)")));
+                     "default route " + name + (key ? " (key from $" + info.api_key_env + ")" : " (no key)")));
   out.push_back(CheckReachable(info, key));
 }
 

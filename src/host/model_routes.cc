@@ -99,6 +99,12 @@ const ModelRoutes::Provider* ModelRoutes::Find(const std::string& name) const {
   return it == providers_.end() ? nullptr : &it->second;
 }
 
+std::optional<ModelRoutes::Endpoint> ModelRoutes::EndpointOf(const std::string& provider) const {
+  const Provider* p = Find(provider);
+  if (p == nullptr) return std::nullopt;
+  return Endpoint{p->echo, p->base_url, p->api_key_env, p->key_optional};
+}
+
 std::vector<std::string> ModelRoutes::ProviderNames() const {
   std::vector<std::string> names;
   for (const auto& [name, _] : providers_) names.push_back(name);

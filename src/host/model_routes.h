@@ -75,6 +75,16 @@ class ModelRoutes final : public agent::ModelRouter {
   // The provider names, sorted.
   std::vector<std::string> ProviderNames() const;
 
+  // Where a provider is and which variable holds its key, for checks that
+  // contact it (`dsh doctor`); nullopt for an unknown provider.
+  struct Endpoint {
+    bool echo = false;         // the offline echo model: nothing to reach
+    std::string base_url;      // OpenAI-compatible API
+    std::string api_key_env;   // "" = no key
+    bool key_optional = false;  // built-in openai with OPENAI_BASE_URL
+  };
+  std::optional<Endpoint> EndpointOf(const std::string& provider) const;
+
   // What a person may choose from (GET /api/host): each provider, sorted by
   // name, with its declared models (empty = any model name) and whether it
   // can be used now (its API key variable is set, or it needs none).

@@ -97,6 +97,29 @@ TEST(ModelRoutes, WithoutConfigTheBuiltInsExistAndTheDefaultIsEcho) {
   EXPECT_EQ(rec.echo_made + static_cast<int>(rec.openai_made.size()), 0);  // nothing made until used
 }
 
+TEST(ModelRoutes, EndpointsSayWhereEachProviderIsAndWhichVariableHoldsItsKey) {
+  Recorder rec;
+  auto routes = MustBuild(Parse(kLocal), Env({}), rec);
+  ASSERT_TRUE(routes);
+  auto local = routes->EndpointOf("local");
+  ASSERT_TRUE(local);
+  EXPECT_FALSE(local->echo);
+  EXPECT_EQ(local->base_url, "http://127.0.0.1:8080/v1");
+  EXPECT_EQ(local->api_key_env, "LOCAL_KEY");
+  EXPECT_FALSE(local->key_optional);
+  EXPECT_EQ(routes->EndpointOf("deepseek")->base_url, "https://api.deepseek.com/v1");
+  EXPECT_EQ(routes->EndpointOf("deepseek")->api_key_env, "DEEPSEEK_API_KEY");
+  EXPECT_EQ(routes->EndpointOf("openai")->base_url, "https://api.openai.com/v1");
+  EXPECT_FALSE(routes->EndpointOf("openai")->key_optional);
+  EXPECT_TRUE(routes->EndpointOf("echo")->echo);
+  EXPECT_FALSE(routes->EndpointOf("nope"));
+  // A local OpenAI-compatible server needs no key.
+  auto with_base = MustBuild(Config{}, Env({{"OPENAI_BASE_URL", "http://127.0.0.1:11434/v1"}}), rec);
+  ASSERT_TRUE(with_base);
+  EXPECT_EQ(with_base->EndpointOf("openai")->base_url, "http://127.0.0.1:11434/v1");
+  EXPECT_TRUE(with_base->EndpointOf("openai")->key_optional);
+}
+
 TEST(ModelRoutes, ValidateRejectsUnknownProvidersAndModels) {
   Recorder rec;
   auto routes = MustBuild(Parse(kLocal), Env({}), rec);

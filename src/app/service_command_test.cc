@@ -211,26 +211,32 @@ TEST_F(ServiceInstall, SystemUnitRunsAsTheInvokingUser) {
   EXPECT_EQ(out.str().find("--user"), std::string::npos) << out.str();
 }
 
-// The real binary, as an account that cannot write /etc/systemd/system
-// (`nobody` when the tests run as root).
+// An account that cannot write the unit directory: a 0555 directory, and
+// `nobody` when the tests run as root (root writes any directory). In a
+// forked child, so that dropping root ends with it.
 TEST_F(ServiceInstall, SystemInstallWithoutPermissionFailsClearly) {
-  const std::string unit = "/etc/systemd/system/dsh-nowhere.service";
-  ASSERT_FALSE(fs::exists(unit));
-  if (geteuid() != 0 && access("/etc/systemd/system", W_OK) == 0)
-    GTEST_SKIP() << "this account may write units";
+  const std::string system_dir = dir_.File("system");
+  fs::create_directories(system_dir);
+  fs::permissions(system_dir, fs::perms::owner_read | fs::perms::owner_exec | fs::perms::group_read |
+                                  fs::perms::group_exec | fs::perms::others_read | fs::perms::others_exec);
+  const std::string unit = system_dir + "/dsh-nowhere.service";
   int pipe_fds[2];
   ASSERT_EQ(pipe(pipe_fds), 0);
   pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    dup2(pipe_fds[1], STDOUT_FILENO);
-    dup2(pipe_fds[1], STDERR_FILENO);
     close(pipe_fds[0]);
     if (geteuid() == 0 && (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0)) _exit(99);
-    const char* argv[] = {DSH_BINARY, "service", "install", "--home", "/nonexistent/nowhere", nullptr};
-    const char* envp[] = {"HOME=/nonexistent", "PATH=/usr/bin:/bin", nullptr};
-    execve(DSH_BINARY, const_cast<char* const*>(argv), const_cast<char* const*>(envp));
-    _exit(98);
+    ServiceInstallFlags flags;
+    flags.home = "/nonexistent/nowhere";
+    ServiceEnvironment env{.system_unit_dir = system_dir, .binary = "/usr/bin/dsh"};
+    std::ostringstream out, err;
+    FakeClock clock;
+    CommandContext ctx{out, err, clock};
+    int code = RunServiceInstall(flags, env, ctx);
+    std::string output = out.str() + err.str();
+    (void)!write(pipe_fds[1], output.data(), output.size());
+    _exit(code);
   }
   close(pipe_fds[1]);
   std::string output;
@@ -241,7 +247,7 @@ TEST_F(ServiceInstall, SystemInstallWithoutPermissionFailsClearly) {
   int status = 0;
   waitpid(pid, &status, 0);
   ASSERT_TRUE(WIFEXITED(status));
-  if (WEXITSTATUS(status) == 99) GTEST_SKIP() << "cannot become nobody";
+  ASSERT_NE(WEXITSTATUS(status), 99) << "running as root, but cannot become nobody (65534)";
   EXPECT_EQ(WEXITSTATUS(status), 1) << output;
   EXPECT_EQ(output.rfind("error: io_error: cannot write " + unit + ": Permission denied", 0), 0u) << output;
   EXPECT_NE(output.find("--user"), std::string::npos) << output;

@@ -4,10 +4,12 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -265,14 +267,15 @@ bool ProcessGone(pid_t pid) {
   return paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] == 'Z';
 }
 
-// Waits until `pid` is gone. Polling: a process that is not our child
-// cannot be waited for, and SIGKILL takes a moment to finish it.
+// Waits until `pid` is gone (or a zombie). A pidfd becomes readable when
+// its process ends, also for a process that is not our child.
 bool EventuallyGone(pid_t pid) {
-  for (auto deadline = Clock::now() + milliseconds(5'000); Clock::now() < deadline;) {
-    if (ProcessGone(pid)) return true;
-    std::this_thread::sleep_for(milliseconds(10));
-  }
-  return ProcessGone(pid);
+  int fd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  if (fd < 0) return errno == ESRCH;
+  pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
+  int ready = poll(&p, 1, static_cast<int>(milliseconds(5'000).count()));
+  close(fd);
+  return ready == 1 || ProcessGone(pid);
 }
 
 // True when `pid` was our child and has been reaped (no zombie left).
@@ -512,33 +515,24 @@ int FreePort() {
   return ntohs(addr.sin_port);
 }
 
-bool Accepts(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  close(fd);
-  return ok;
-}
-
-// `mcp-server-everything streamableHttp` on a free port, its stdout in a log
-// file; killed with its process group on destruction.
+// `mcp-server-everything streamableHttp` on a free port; its stdout and
+// stderr collected by a thread; killed with its process group on
+// destruction.
 class EverythingHttpServer {
  public:
   ~EverythingHttpServer() {
-    if (pid_ <= 0) return;
-    kill(-pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
+    if (pid_ > 0) {
+      kill(-pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    if (reader_.joinable()) reader_.join();  // EOF once the group is gone
   }
 
-  // Spawns it and waits until it accepts connections.
-  Status Start(const TempDir& dir) {
+  // Spawns it and waits for its "listening on port" line.
+  Status Start() {
     auto command = NodeServer("mcp-server-everything", {"streamableHttp"});
     if (!command.ok()) return command.status();
     port_ = FreePort();
-    log_ = (dir.path() / "server.log").string();
     std::vector<std::string> env_strings = {"PORT=" + std::to_string(port_)};
     for (char** e = environ; *e != nullptr; ++e) {
       if (std::string_view(*e).rfind("PORT=", 0) != 0) env_strings.emplace_back(*e);
@@ -548,10 +542,12 @@ class EverythingHttpServer {
     argv.push_back(nullptr);
     for (std::string& s : env_strings) envp.push_back(s.data());
     envp.push_back(nullptr);
+    int out[2];
+    if (pipe2(out, O_CLOEXEC) != 0) return Status("test_setup", "pipe: " + std::string(strerror(errno)));
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                     0644);
+    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+    posix_spawn_file_actions_adddup2(&actions, out[1], STDERR_FILENO);
     posix_spawnattr_t attr;
     posix_spawnattr_init(&attr);
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
@@ -559,29 +555,55 @@ class EverythingHttpServer {
     int err = posix_spawnp(&pid_, argv[0], &actions, &attr, argv.data(), envp.data());
     posix_spawn_file_actions_destroy(&actions);
     posix_spawnattr_destroy(&attr);
-    if (err != 0) return Status("test_setup", "cannot spawn node: " + std::string(strerror(err)));
-    // Polling is the only way to learn a foreign process listens.
-    for (auto deadline = Clock::now() + kGenerous; Clock::now() < deadline;) {
-      if (Accepts(port_)) return Status::Ok();
-      if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
-        pid_ = 0;
-        return Status("test_setup", "mcp-server-everything exited at start; see its stderr above");
-      }
-      std::this_thread::sleep_for(milliseconds(50));
+    close(out[1]);
+    if (err != 0) {
+      close(out[0]);
+      pid_ = 0;
+      return Status("test_setup", "cannot spawn node: " + std::string(strerror(err)));
     }
-    return Status("test_setup", "mcp-server-everything did not listen on port " + std::to_string(port_));
+    reader_ = std::thread([this, fd = out[0]] {
+      char buf[4096];
+      ssize_t n;
+      while ((n = read(fd, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
+        std::lock_guard lock(mu_);
+        if (n > 0) log_.append(buf, static_cast<size_t>(n));
+        cv_.notify_all();
+      }
+      close(fd);
+      std::lock_guard lock(mu_);
+      eof_ = true;
+      cv_.notify_all();
+    });
+    const std::string listening = "listening on port " + std::to_string(port_);
+    if (WaitForLog(listening, kGenerous)) return Status::Ok();
+    std::lock_guard lock(mu_);
+    return Status("test_setup", std::string(eof_ ? "mcp-server-everything exited at start"
+                                                 : "mcp-server-everything did not say it listens") +
+                                    "; its output:\n" + log_);
+  }
+
+  // True once the server's output contains `text`; false at `timeout` or
+  // when the server's output ends without it.
+  bool WaitForLog(const std::string& text, milliseconds timeout = kGenerous) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return log_.find(text) != std::string::npos || eof_; }) &&
+           log_.find(text) != std::string::npos;
   }
 
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/mcp"; }
-  std::string Log() const {
-    std::ifstream in(log_);
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string Log() {
+    std::lock_guard lock(mu_);
+    return log_;
   }
 
  private:
   pid_t pid_ = 0;
   int port_ = 0;
+  std::thread reader_;
+  std::mutex mu_;
+  std::condition_variable cv_;
   std::string log_;
+  bool eof_ = false;
 };
 
 ServerSpec HttpSpec(const std::string& url) {
@@ -592,9 +614,8 @@ ServerSpec HttpSpec(const std::string& url) {
 }
 
 TEST(HttpTransport, TalksToTheEverythingServer) {
-  TempDir dir;
   EverythingHttpServer server;
-  Status started = server.Start(dir);
+  Status started = server.Start();
   ASSERT_TRUE(started.ok()) << started.message();
 
   HttpTransport transport(HttpSpec(server.url()));
@@ -662,7 +683,7 @@ TEST(HttpTransport, TalksToTheEverythingServer) {
   EXPECT_TRUE(log) << "the server's notification after the roots answer did not arrive";
 
   transport.Close();
-  EXPECT_NE(server.Log().find("Received session termination request"), std::string::npos)
+  EXPECT_TRUE(server.WaitForLog("Received session termination request"))
       << "Close did not DELETE the session; server log:\n"
       << server.Log();
   EXPECT_EQ(rec.closed_count(), 0u);

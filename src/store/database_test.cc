@@ -174,6 +174,28 @@ TEST_P(DatabaseTest, ConcurrentWritesShareOneCommit) {
   EXPECT_EQ(Count(*db), kJobs);
 }
 
+TEST_P(DatabaseTest, CountsCommitsTheirJobsAndTheirTimeInItsMetrics) {
+  metrics::Registry registry;
+  auto db = std::move(Database::Open(Backend(), Notes(), DatabaseOptions{.metrics = &registry}).value());
+  ASSERT_TRUE(db->WriteSync([](Tx& tx) { return Insert(tx, 1000, "x"); }).ok());
+  WriterGate gate;
+  gate.Block(*db);
+  constexpr int kJobs = 20;
+  std::latch acked(kJobs);
+  for (int i = 0; i < kJobs; ++i) db->Write([i](Tx& tx) { return Insert(tx, i, "x"); }, [&](Status) { acked.count_down(); });
+  gate.release.count_down();
+  acked.wait();
+  std::string text = registry.Render();
+  EXPECT_NE(text.find("dsh_store_commits_total{result=\"committed\"} 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("dsh_store_commits_total{result=\"failed\"} 0\n"), std::string::npos) << text;
+  // One transaction of 1 job, one of 21 (the gate's and the 20 queued behind it).
+  EXPECT_NE(text.find("dsh_store_commit_jobs_bucket{le=\"1\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("dsh_store_commit_jobs_bucket{le=\"16\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("dsh_store_commit_jobs_bucket{le=\"32\"} 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("dsh_store_commit_jobs_sum 22\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("dsh_store_commit_seconds_count 2\n"), std::string::npos) << text;
+}
+
 TEST_P(DatabaseTest, WriteLoadIsTheQueueOrTheLastBatchWhicheverIsLarger) {
   auto db = std::move(Database::Open(Backend(), Notes()).value());
   ASSERT_TRUE(db->WriteSync([](Tx& tx) { return Insert(tx, 1000, "x"); }).ok());
@@ -285,7 +307,7 @@ TEST_P(DatabaseTest, AJobWithoutSavepointThatFailsAfterWritingSavesNothingBefore
 
 TEST_P(DatabaseTest, InjectedCommitFailureFailsTheWholeBatchAndLeavesNoTrace) {
   auto faults = std::make_shared<testing::Faults>();
-  auto factory = std::make_unique<testing::FaultyFactory>(Backend(), faults);
+  auto factory = testing::MakeFaultyFactory(Backend(), faults);
   auto db = std::move(Database::Open(std::move(factory), Notes()).value());
   ASSERT_TRUE(db->WriteSync([](Tx& tx) { return Insert(tx, 100, "before"); }).ok());
 

@@ -35,7 +35,7 @@ class ScheduleTest : public ::testing::Test {
     store::SqliteOptions sqlite{.path = dir_.File("dsh.db")};
     sqlite.synchronous = store::SqliteOptions::Synchronous::kNormal;
     auto db = store::Database::Open(
-        std::make_unique<store::testing::FaultyFactory>(std::make_unique<store::SqliteConnectionFactory>(sqlite), faults_),
+        store::testing::MakeFaultyFactory(std::make_unique<store::SqliteConnectionFactory>(sqlite), faults_),
         migrations);
     ASSERT_TRUE(db.ok()) << db.status().ToString();
     db_ = std::move(db).value();

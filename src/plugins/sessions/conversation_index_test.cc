@@ -17,6 +17,7 @@
 #include "plugins/sessions/session_service.h"
 #include "session/conversation.h"
 #include "store/sqlite_connection.h"
+#include "store/testing/forwarding_connection.h"
 #include "store/testing/test_backend.h"
 
 namespace dsh::plugins::sessions {
@@ -27,59 +28,31 @@ namespace et = session::event_types;
 
 // Counts the event rows the database hands back (SELECTs of `events` and
 // `events_recent`), to see how much of a log a read touches.
-class CountingConnection final : public store::Connection {
+class CountingConnection final : public store::testing::ForwardingConnection {
  public:
   CountingConnection(std::unique_ptr<store::Connection> inner, std::shared_ptr<std::atomic<int64_t>> rows)
-      : inner_(std::move(inner)), rows_(std::move(rows)) {}
-  Result<int64_t> Exec(std::string_view sql, std::span<const store::Value> params) override {
-    return inner_->Exec(sql, params);
-  }
+      : ForwardingConnection(std::move(inner)), rows_(std::move(rows)) {}
   Status Query(std::string_view sql, std::span<const store::Value> params, const store::RowFn& on_row) override {
     if (!sql.starts_with("SELECT") || sql.find("FROM events") == std::string_view::npos) {
-      return inner_->Query(sql, params, on_row);
+      return ForwardingConnection::Query(sql, params, on_row);
     }
-    return inner_->Query(sql, params, [&](const store::Row& row) {
+    return ForwardingConnection::Query(sql, params, [&](const store::Row& row) {
       ++*rows_;
       return on_row(row);
     });
   }
-  Result<int64_t> Insert(std::string_view sql, std::span<const store::Value> params) override {
-    return inner_->Insert(sql, params);
-  }
-  Status Notify(std::string_view channel, std::string_view payload) override { return inner_->Notify(channel, payload); }
-  Status BeginWrite() override { return inner_->BeginWrite(); }
-  Status BeginRead() override { return inner_->BeginRead(); }
-  Status Commit() override { return inner_->Commit(); }
-  Status Rollback() override { return inner_->Rollback(); }
-  Status Savepoint(std::string_view n) override { return inner_->Savepoint(n); }
-  Status RollbackToSavepoint(std::string_view n) override { return inner_->RollbackToSavepoint(n); }
-  Status ReleaseSavepoint(std::string_view n) override { return inner_->ReleaseSavepoint(n); }
-  int64_t TotalChanges() override { return inner_->TotalChanges(); }
-  bool InTransaction() override { return inner_->InTransaction(); }
 
  private:
-  std::unique_ptr<store::Connection> inner_;
   std::shared_ptr<std::atomic<int64_t>> rows_;
 };
 
-class CountingFactory final : public store::ConnectionFactory {
- public:
-  CountingFactory(std::unique_ptr<store::ConnectionFactory> inner, std::shared_ptr<std::atomic<int64_t>> rows)
-      : inner_(std::move(inner)), rows_(std::move(rows)) {}
-  Result<std::unique_ptr<store::Connection>> Open() override { return Wrap(inner_->Open()); }
-  Result<std::unique_ptr<store::Connection>> OpenWriter() override { return Wrap(inner_->OpenWriter()); }
-  Result<std::unique_ptr<store::Listener>> OpenListener() override { return inner_->OpenListener(); }
-  std::string Describe() const override { return inner_->Describe(); }
-
- private:
-  Result<std::unique_ptr<store::Connection>> Wrap(Result<std::unique_ptr<store::Connection>> conn) {
-    if (!conn.ok()) return conn.status();
-    return std::unique_ptr<store::Connection>(std::make_unique<CountingConnection>(std::move(conn).value(), rows_));
-  }
-
-  std::unique_ptr<store::ConnectionFactory> inner_;
-  std::shared_ptr<std::atomic<int64_t>> rows_;
-};
+std::unique_ptr<store::ConnectionFactory> CountingFactory(std::unique_ptr<store::ConnectionFactory> inner,
+                                                          std::shared_ptr<std::atomic<int64_t>> rows) {
+  return std::make_unique<store::testing::WrappingFactory>(
+      std::move(inner), [rows](std::unique_ptr<store::Connection> conn) {
+        return std::unique_ptr<store::Connection>(std::make_unique<CountingConnection>(std::move(conn), rows));
+      });
+}
 
 // SessionService::Read over a real store on each backend, compared with
 // projecting the whole log (what session_read did before the index).
@@ -88,7 +61,7 @@ class ConversationIndexTest : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     std::vector<store::Migration> migrations = session::SessionStore::Migrations();
     for (auto& m : agent::AgentManager::Migrations()) migrations.push_back(m);
-    auto db = store::Database::Open(std::make_unique<CountingFactory>(backend_.Factory(), rows_), migrations);
+    auto db = store::Database::Open(CountingFactory(backend_.Factory(), rows_), migrations);
     ASSERT_TRUE(db.ok()) << db.status().ToString();
     db_ = std::move(db).value();
     store_ = std::make_unique<session::SessionStore>(*db_, clock_);

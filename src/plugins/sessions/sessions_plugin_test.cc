@@ -19,6 +19,7 @@
 #include "plugins/sessions/sessions_tools.h"
 #include "session/event.h"
 #include "store/sqlite_connection.h"
+#include "store/testing/forwarding_connection.h"
 
 namespace dsh::plugins::sessions {
 namespace {
@@ -36,32 +37,16 @@ struct TitleFaults {
 // A SQLite connection whose reads of title snapshots fail whenever they touch
 // the row of `TitleFaults::unreadable`, as a damaged page holding that row
 // would make them fail (SQLITE_CORRUPT); every other statement runs as usual.
-class TitleFaultConnection final : public store::Connection {
+class TitleFaultConnection final : public store::testing::ForwardingConnection {
  public:
   TitleFaultConnection(std::unique_ptr<store::Connection> inner, std::shared_ptr<TitleFaults> faults)
-      : inner_(std::move(inner)), faults_(std::move(faults)) {}
-  Result<int64_t> Exec(std::string_view sql, std::span<const store::Value> params) override {
-    return inner_->Exec(sql, params);
-  }
+      : ForwardingConnection(std::move(inner)), faults_(std::move(faults)) {}
   Status Query(std::string_view sql, std::span<const store::Value> params, const store::RowFn& on_row) override {
     if (sql.find("title_user") != std::string_view::npos && sql.starts_with("SELECT") && TouchesUnreadable(params)) {
       return Status(codes::kStorage, "injected fault: database disk image is malformed");
     }
-    return inner_->Query(sql, params, on_row);
+    return ForwardingConnection::Query(sql, params, on_row);
   }
-  Result<int64_t> Insert(std::string_view sql, std::span<const store::Value> params) override {
-    return inner_->Insert(sql, params);
-  }
-  Status Notify(std::string_view channel, std::string_view payload) override { return inner_->Notify(channel, payload); }
-  Status BeginWrite() override { return inner_->BeginWrite(); }
-  Status BeginRead() override { return inner_->BeginRead(); }
-  Status Commit() override { return inner_->Commit(); }
-  Status Rollback() override { return inner_->Rollback(); }
-  Status Savepoint(std::string_view n) override { return inner_->Savepoint(n); }
-  Status RollbackToSavepoint(std::string_view n) override { return inner_->RollbackToSavepoint(n); }
-  Status ReleaseSavepoint(std::string_view n) override { return inner_->ReleaseSavepoint(n); }
-  int64_t TotalChanges() override { return inner_->TotalChanges(); }
-  bool InTransaction() override { return inner_->InTransaction(); }
 
  private:
   bool TouchesUnreadable(std::span<const store::Value> params) {
@@ -73,26 +58,6 @@ class TitleFaultConnection final : public store::Connection {
     });
   }
 
-  std::unique_ptr<store::Connection> inner_;
-  std::shared_ptr<TitleFaults> faults_;
-};
-
-class TitleFaultFactory final : public store::ConnectionFactory {
- public:
-  TitleFaultFactory(std::unique_ptr<store::ConnectionFactory> inner, std::shared_ptr<TitleFaults> faults)
-      : inner_(std::move(inner)), faults_(std::move(faults)) {}
-  Result<std::unique_ptr<store::Connection>> Open() override { return Wrap(inner_->Open()); }
-  Result<std::unique_ptr<store::Connection>> OpenWriter() override { return Wrap(inner_->OpenWriter()); }
-  Result<std::unique_ptr<store::Listener>> OpenListener() override { return inner_->OpenListener(); }
-  std::string Describe() const override { return inner_->Describe(); }
-
- private:
-  Result<std::unique_ptr<store::Connection>> Wrap(Result<std::unique_ptr<store::Connection>> conn) {
-    if (!conn.ok()) return conn.status();
-    return std::unique_ptr<store::Connection>(std::make_unique<TitleFaultConnection>(std::move(conn).value(), faults_));
-  }
-
-  std::unique_ptr<store::ConnectionFactory> inner_;
   std::shared_ptr<TitleFaults> faults_;
 };
 
@@ -105,7 +70,12 @@ class SessionsPluginTest : public ::testing::Test {
     for (auto& m : agent::AgentManager::Migrations()) migrations.push_back(m);
     store::SqliteOptions sqlite{.path = dir_.File("dsh.db")};
     auto db = store::Database::Open(
-        std::make_unique<TitleFaultFactory>(std::make_unique<store::SqliteConnectionFactory>(sqlite), title_faults_),
+        std::make_unique<store::testing::WrappingFactory>(
+            std::make_unique<store::SqliteConnectionFactory>(sqlite),
+            [faults = title_faults_](std::unique_ptr<store::Connection> conn) {
+              return std::unique_ptr<store::Connection>(
+                  std::make_unique<TitleFaultConnection>(std::move(conn), faults));
+            }),
         migrations);
     ASSERT_TRUE(db.ok()) << db.status().ToString();
     db_ = std::move(db).value();

@@ -456,6 +456,19 @@ std::vector<store::Migration> SessionStore::Migrations() {
            "ALTER TABLE events_recent ADD COLUMN prev BIGINT NOT NULL DEFAULT 0",
            "ALTER TABLE sessions ADD COLUMN recent_tail BIGINT NOT NULL DEFAULT 0",
        }},
+      // v3: where a session's conversation blocks begin, kept by the
+      // sessions plugin so that session_read after a restart does not read
+      // the whole log again (ReadBlockChunksAsync).
+      {"session",
+       3,
+       {
+           "CREATE TABLE conversation_blocks ("
+           " session_id TEXT NOT NULL,"
+           " chunk BIGINT NOT NULL,"
+           " rules BIGINT NOT NULL,"
+           " starts TEXT NOT NULL,"
+           " PRIMARY KEY (session_id, chunk))",
+       }},
   };
 }
 
@@ -633,6 +646,49 @@ void SessionStore::ReadEventsAsync(std::string id, int64_t after_seq, int64_t li
                                    Callback<std::vector<Event>> done) {
   ReadAsync<std::vector<Event>>(
       [id = std::move(id), after_seq, limit](Tx& tx) { return ReadEventsTx(tx, id, after_seq, limit); },
+      std::move(done));
+}
+
+void SessionStore::ReadBlockChunksAsync(std::string session_id, int64_t rules,
+                                        Callback<std::vector<std::string>> done) {
+  ReadAsync<std::vector<std::string>>(
+      [id = std::move(session_id), rules](Tx& tx) -> Result<std::vector<std::string>> {
+        std::vector<std::string> chunks;
+        bool gap = false;  // the chunks after a missing one are of no use
+        DSH_RETURN_IF_ERROR(tx.Query(
+            "SELECT chunk, starts FROM conversation_blocks WHERE session_id = ? AND rules = ? ORDER BY chunk",
+            {std::string_view(id), rules}, [&](const store::Row& row) {
+              gap = gap || row.Int(0) != static_cast<int64_t>(chunks.size());
+              if (!gap) chunks.push_back(row.String(1));
+              return Status::Ok();
+            }));
+        return chunks;
+      },
+      [done = std::move(done)](Result<std::vector<std::string>> r) { done(std::move(r)); });
+}
+
+void SessionStore::SaveBlockChunksAsync(std::string session_id, int64_t rules, int64_t first_chunk,
+                                        std::vector<std::string> chunks, std::function<void(Status)> done) {
+  db_.Write(
+      [id = std::move(session_id), rules, first_chunk, chunks = std::move(chunks)](Tx& tx) -> Status {
+        for (size_t i = 0; i < chunks.size(); ++i) {
+          DSH_RETURN_IF_ERROR(tx.Exec("INSERT INTO conversation_blocks (session_id, chunk, rules, starts) "
+                                      "VALUES (?, ?, ?, ?) ON CONFLICT (session_id, chunk) DO UPDATE SET "
+                                      "rules = excluded.rules, starts = excluded.starts",
+                                      {std::string_view(id), first_chunk + static_cast<int64_t>(i), rules,
+                                       std::string_view(chunks[i])})
+                                  .status());
+        }
+        return Status::Ok();
+      },
+      std::move(done));
+}
+
+void SessionStore::DropBlockChunksAsync(std::string session_id, std::function<void(Status)> done) {
+  db_.Write(
+      [id = std::move(session_id)](Tx& tx) {
+        return tx.Exec("DELETE FROM conversation_blocks WHERE session_id = ?", {std::string_view(id)}).status();
+      },
       std::move(done));
 }
 

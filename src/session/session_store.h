@@ -122,6 +122,18 @@ class SessionStore {
   // scan of every event: for one-time migrations, not for serving requests.
   Result<std::vector<std::string>> SessionsWithEventType(const std::string& type);
 
+  // The conversation block index of plugins/sessions' ConversationIndex, a
+  // cache derived from the log (table `conversation_blocks`): opaque chunk
+  // texts per session, numbered from 0, each written under a `rules`
+  // version of the code that derived it. Read returns the chunks of
+  // `rules` from chunk 0 up to the first one missing; Save writes chunks
+  // first_chunk.. (replacing rows of other rules; the same content from
+  // two hosts at once is harmless); Drop removes all of a session's.
+  void ReadBlockChunksAsync(std::string session_id, int64_t rules, Callback<std::vector<std::string>> done);
+  void SaveBlockChunksAsync(std::string session_id, int64_t rules, int64_t first_chunk,
+                            std::vector<std::string> chunks, std::function<void(Status)> done);
+  void DropBlockChunksAsync(std::string session_id, std::function<void(Status)> done);
+
   // Title snapshots of many sessions in one read; unknown ids are absent
   // from the result. Touches no agent and generates nothing.
   Result<std::map<std::string, Titles>> ReadTitles(const std::vector<std::string>& session_ids);

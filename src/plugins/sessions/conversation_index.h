@@ -40,11 +40,17 @@ class BlockTracker {
 // session), in place of projecting a session's whole log for every read.
 //
 // Keeps, per session, the seq of every block's first event up to the
-// newest event it has read (in memory; the store keeps no block index).
-// The first read of a session after the process starts, or after the
-// session was evicted, reads its whole log once to build that list. Sessions
-// are evicted least recently read first once the lists hold more than
-// `max_blocks` entries in all (the session just read stays).
+// newest event it has read, in memory, and in the store in chunks of
+// `chunk_blocks` block starts (session::SessionStore::SaveBlockChunksAsync,
+// written once a chunk is full, off the read's path). The first read of a
+// session in this process, or after it was evicted, loads the stored chunks
+// and reads only the log after the last stored block start; a session never
+// read before (or whose chunks are missing or of older rules) has its whole
+// log read once. Sessions are evicted least recently read first once the
+// lists hold more than `max_blocks` entries in all (the session just read
+// stays). Stored chunks that prove wrong (a window's events do not make the
+// blocks the index promised) are dropped and the read is answered from a
+// new scan.
 //
 // Its output is what projecting the whole log as of the session's newest
 // event and slicing it gives, block for block; a block starts at an event
@@ -56,6 +62,14 @@ class BlockTracker {
 class ConversationIndex : public std::enable_shared_from_this<ConversationIndex> {
  public:
   static constexpr size_t kDefaultMaxBlocks = size_t{8} << 20;  // 64 MiB of seqs
+  // Block starts per stored chunk: a 1,000,000-event session of short turns
+  // is a few hundred rows of ~7 KB, and a load reads at most this many
+  // blocks' events after the last chunk.
+  static constexpr size_t kDefaultChunkBlocks = 1024;
+  // The version of BlockTracker's rules the stored chunks were derived
+  // with; bump it with any change of the rules (and of ProjectConversation's
+  // grouping): chunks of other rules are ignored and overwritten.
+  static constexpr int64_t kRules = 1;
 
   struct Window {
     int64_t total = 0;          // blocks in the session as of its newest event read
@@ -65,7 +79,8 @@ class ConversationIndex : public std::enable_shared_from_this<ConversationIndex>
 
   // `store` must outlive the index and every read in flight.
   static std::shared_ptr<ConversationIndex> Create(session::SessionStore& store,
-                                                   size_t max_blocks = kDefaultMaxBlocks);
+                                                   size_t max_blocks = kDefaultMaxBlocks,
+                                                   size_t chunk_blocks = kDefaultChunkBlocks);
 
   // Blocks offset..offset+limit-1 (1-based; offset > 0, limit > 0) of the
   // session as of its newest event when the read starts. Errors: `not_found`
@@ -82,9 +97,24 @@ class ConversationIndex : public std::enable_shared_from_this<ConversationIndex>
     std::vector<int64_t> starts;  // seq of each block's first event, ascending
     BlockTracker tracker;         // state after event `scanned`
     uint64_t used = 0;            // tick of the last read, for eviction
+    bool loaded = false;          // the stored chunks were read (or tried)
+    size_t saved_chunks = 0;      // chunks 0..saved_chunks-1 are stored
+    bool saving = false;          // a save is in flight
   };
 
-  ConversationIndex(session::SessionStore& store, size_t max_blocks) : store_(store), max_blocks_(max_blocks) {}
+  ConversationIndex(session::SessionStore& store, size_t max_blocks, size_t chunk_blocks)
+      : store_(store), max_blocks_(max_blocks), chunk_blocks_(chunk_blocks) {}
+
+  // One read; `retry`: whether a wrong stored index may still be dropped
+  // and the read begun again.
+  void Start(std::string session_id, int64_t offset, int64_t limit, bool retry, Callback done);
+  // Reads the stored chunks into a new entry, then calls `done`.
+  void Load(std::string session_id, int64_t last_seq, std::function<void(Status)> done);
+  // The save of the entry's full chunks not stored yet (nullptr when
+  // none), to run after mu_ is released; requires mu_.
+  std::function<void()> SaveLocked(const std::string& session_id, Entry& entry);
+  // Forgets the session here and in the store, then calls `done`.
+  void Drop(std::string session_id, std::function<void()> done);
 
   struct Scan;  // one catch-up in flight
 
@@ -94,11 +124,13 @@ class ConversationIndex : public std::enable_shared_from_this<ConversationIndex>
   void ScanPage(std::shared_ptr<Scan> scan, std::function<void(Status)> done);
   void Merge(std::shared_ptr<Scan> scan, std::function<void(Status)> done);
   // With the entry caught up to `last_seq`: reads the window's events.
-  void ReadWindow(std::string session_id, int64_t last_seq, int64_t offset, int64_t limit, Callback done);
+  void ReadWindow(std::string session_id, int64_t last_seq, int64_t offset, int64_t limit, bool retry,
+                  Callback done);
   void EvictLocked(const std::string& keep);  // requires mu_
 
   session::SessionStore& store_;
   const size_t max_blocks_;
+  const size_t chunk_blocks_;
   mutable std::mutex mu_;
   std::unordered_map<std::string, Entry> entries_;  // GUARDED_BY(mu_)
   size_t blocks_ = 0;                               // GUARDED_BY(mu_): starts in all entries

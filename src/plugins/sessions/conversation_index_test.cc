@@ -245,6 +245,118 @@ TEST_P(ConversationIndexTest, EveryWindowEqualsTheWholeLogProjectionWhileTheLogG
   }
 }
 
+// A window read straight from an index (not through the service).
+Result<ConversationIndex::Window> IndexRead(ConversationIndex& index, const std::string& id, int64_t offset,
+                                            int64_t limit) {
+  std::promise<Result<ConversationIndex::Window>> p;
+  index.Read(id, offset, limit, [&](Result<ConversationIndex::Window> w) { p.set_value(std::move(w)); });
+  return p.get_future().get();
+}
+
+// A restarted host (a new index on the same database) loads the chunks the
+// first one stored and reads only the log after the last stored start.
+TEST_P(ConversationIndexTest, ANewIndexLoadsTheStoredBlockStartsInsteadOfReadingTheWholeLog) {
+  std::string id = NewSession();
+  constexpr int kTurns = 600;  // 6,000 events, 3,600 blocks: 56 chunks of 64 and 16 blocks more
+  std::vector<session::EventDraft> all;
+  for (int i = 0; i < kTurns; ++i) {
+    for (auto& e : Turn(i)) all.push_back(std::move(e));
+  }
+  Append(id, std::move(all));
+  auto count_chunks = [&]() -> int64_t {
+    auto n = db_->ReadValue<int64_t>([&](store::Tx& tx) -> Result<int64_t> {
+      int64_t n = 0;
+      DSH_RETURN_IF_ERROR(tx.Query("SELECT count(*) FROM conversation_blocks WHERE session_id = ?",
+                                   {std::string_view(id)}, [&](const store::Row& row) {
+                                     n = row.Int(0);
+                                     return Status::Ok();
+                                   }));
+      return n;
+    });
+    return n.ok() ? *n : -1;
+  };
+  // The writer commits jobs in order: after this one, every save queued
+  // before it is stored.
+  auto saves_done = [&] { ASSERT_TRUE(db_->WriteSync([](store::Tx&) { return Status::Ok(); }).ok()); };
+
+  auto first = ConversationIndex::Create(*store_, ConversationIndex::kDefaultMaxBlocks, /*chunk_blocks=*/64);
+  *rows_ = 0;
+  ASSERT_TRUE(IndexRead(*first, id, 1, 1).ok());
+  EXPECT_GE(rows_->load(), 6000) << "nothing stored yet: the whole log";
+  saves_done();
+  EXPECT_EQ(count_chunks(), 56);
+
+  auto restarted = ConversationIndex::Create(*store_, ConversationIndex::kDefaultMaxBlocks, 64);
+  *rows_ = 0;
+  auto newest = IndexRead(*restarted, id, 3401, 200);
+  ASSERT_TRUE(newest.ok()) << newest.status().ToString();
+  EXPECT_EQ(newest->total, 3600);
+  // The 17 blocks from the last stored start on (at most 30 events), and
+  // the window's at most 350.
+  EXPECT_LE(rows_->load(), 30 + 350) << "events read by the first read of a restarted index";
+  auto expected = WholeLogRead(id, 3401, 200);
+  ASSERT_TRUE(expected.ok());
+  EXPECT_EQ(Json(newest->blocks).dump(), (*expected)["messages"].dump());
+
+  // It goes on from there as the log grows, and stores the chunks it fills.
+  for (int i = kTurns; i < kTurns + 20; ++i) Append(id, Turn(i));
+  auto middle = IndexRead(*restarted, id, 1001, 50);
+  ASSERT_TRUE(middle.ok()) << middle.status().ToString();
+  EXPECT_EQ(middle->total, 3720);
+  EXPECT_EQ(Json(middle->blocks).dump(), (*WholeLogRead(id, 1001, 50))["messages"].dump());
+  saves_done();
+  EXPECT_EQ(count_chunks(), 58);
+}
+
+TEST_P(ConversationIndexTest, StoredBlockStartsThatDoNotFitTheLogAreReplaced) {
+  std::string id = NewSession();
+  for (int i = 0; i < 100; ++i) Append(id, Turn(i));  // 600 blocks: 9 chunks of 64
+  auto saves_done = [&] { ASSERT_TRUE(db_->WriteSync([](store::Tx&) { return Status::Ok(); }).ok()); };
+  auto set_chunk = [&](int64_t chunk, const std::string& text) {
+    ASSERT_TRUE(db_->WriteSync([&](store::Tx& tx) {
+                     return tx.Exec("UPDATE conversation_blocks SET starts = ? WHERE session_id = ? AND chunk = ?",
+                                    {std::string_view(text), std::string_view(id), chunk})
+                         .status();
+                   }).ok());
+  };
+  ASSERT_TRUE(IndexRead(*ConversationIndex::Create(*store_, ConversationIndex::kDefaultMaxBlocks, 64), id, 1, 1).ok());
+  saves_done();
+  auto expected = WholeLogRead(id, 201, 40);
+  ASSERT_TRUE(expected.ok());
+
+  // A chunk that does not decode (too short): the log is read instead.
+  set_chunk(3, "1,2");
+  *rows_ = 0;
+  auto r = IndexRead(*ConversationIndex::Create(*store_, ConversationIndex::kDefaultMaxBlocks, 64), id, 201, 40);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(Json(r->blocks).dump(), (*expected)["messages"].dump());
+  EXPECT_GE(rows_->load(), 1000);
+  saves_done();  // ... and the chunk stored again
+
+  // Chunks that decode but are wrong (every event a block): the window's
+  // events do not make the blocks promised; the index is dropped and built
+  // again from the log.
+  std::string wrong = "321";
+  for (int i = 1; i < 64; ++i) wrong += ",1";
+  set_chunk(3, wrong);
+  r = IndexRead(*ConversationIndex::Create(*store_, ConversationIndex::kDefaultMaxBlocks, 64), id, 201, 40);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->total, 600);
+  EXPECT_EQ(Json(r->blocks).dump(), (*expected)["messages"].dump());
+
+  // Chunks of other rules are not used.
+  saves_done();
+  ASSERT_TRUE(db_->WriteSync([&](store::Tx& tx) {
+                   return tx.Exec("UPDATE conversation_blocks SET rules = 0 WHERE session_id = ?", {std::string_view(id)})
+                       .status();
+                 }).ok());
+  *rows_ = 0;
+  r = IndexRead(*ConversationIndex::Create(*store_, ConversationIndex::kDefaultMaxBlocks, 64), id, 201, 40);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(Json(r->blocks).dump(), (*expected)["messages"].dump());
+  EXPECT_GE(rows_->load(), 1000);
+}
+
 TEST_P(ConversationIndexTest, ACorruptEventAndAnUnknownSessionFailAsBefore) {
   std::string id = NewSession();
   Append(id, Turn(0));

@@ -74,7 +74,8 @@ class SessionService {
   // last block of a non-empty session; `corrupt_event`, storage errors.
   // Reads the header, the events appended since the previous read of the
   // session and the window's events (ConversationIndex); the first read of
-  // a session in this process reads its whole log once.
+  // a session in this process loads its stored block index and reads the
+  // log after it (the whole log for a session never read before).
   void Read(std::string session_id, int64_t offset, int64_t limit, Callback<ReadWindow> done) const;
 
  private:

@@ -229,6 +229,7 @@ void Agent::Deliver(InboxMessage message, std::optional<std::string> key, std::f
     self->running_flag_ = true;
     self->idle_since_ms_ = 0;
     self->steps_ = 0;
+    self->turn_started_ = self->manager_.clock_.MonotonicNow();
     auto msg = std::make_shared<InboxMessage>(std::move(message));
     // Known before it commits: a sweep that reads it back from the inbox
     // before our continuation runs must not queue it a second time.
@@ -274,6 +275,7 @@ void Agent::BeginTurn(std::vector<InboxMessage> taken, std::vector<EventDraft> d
   running_flag_ = true;
   idle_since_ms_ = 0;
   steps_ = 0;
+  turn_started_ = manager_.clock_.MonotonicNow();
   for (const auto& m : taken) taken_.push_back(m.message_id);
   Append(std::move(drafts), {}, [this, taken = std::move(taken)](Result<Events> r) mutable {
     if (!r.ok()) {
@@ -295,6 +297,7 @@ void Agent::ContinueInterruptedTurn() {
   running_flag_ = true;
   idle_since_ms_ = 0;
   steps_ = 0;
+  turn_started_ = manager_.clock_.MonotonicNow();
   // Tool calls the interruption left without a result get one; they are not
   // run again, since they may have had effects.
   size_t turn = UnfinishedTurn(events_);
@@ -359,8 +362,12 @@ void Agent::Step() {
         hub->PublishDelta(id, {after, d.kind == ModelDelta::Kind::kReasoning ? "reasoning" : "text", d.text});
       };
     }
+    MonoTime started = manager_.clock_.MonotonicNow();
     (*adapter)->Stream(BuildRequest(), cancel_, std::move(deltas),
-                       OnStrand<Result<ModelResponse>>([this](Result<ModelResponse> r) { OnModel(std::move(r)); }));
+                       OnStrand<Result<ModelResponse>>([this, started](Result<ModelResponse> r) {
+                         manager_.CountModelCall(RouteName(), r, manager_.clock_.MonotonicNow() - started);
+                         OnModel(std::move(r));
+                       }));
   };
   if (steers.empty()) return call();
   Append(std::move(steers), {}, [this, call](Result<Events> r) {
@@ -418,6 +425,7 @@ void Agent::EndTurn(Status error, std::vector<EventDraft> drafts) {
   auto consume = std::move(taken_);
   taken_.clear();
   bool completed = error.ok();
+  manager_.CountTurn(RouteName(), completed, manager_.clock_.MonotonicNow() - turn_started_);
   Append(std::move(drafts), std::move(consume), [this, completed](Result<Events> r) {
     if (!r.ok()) spdlog::error("session {}: could not record the end of a turn: {}", header_.id, r.status().ToString());
     cancel_.reset();
@@ -460,8 +468,10 @@ void Agent::MaybeGenerateTitle() {
                           {}, "", ""});
   req.messages.push_back({ModelMessage::Role::kUser, first, {}, "", ""});
   title_cancel_ = std::make_shared<CancelToken>();
+  MonoTime started = manager_.clock_.MonotonicNow();
   (*adapter)->Stream(std::move(req), title_cancel_, nullptr,
-                     OnStrand<Result<ModelResponse>>([this](Result<ModelResponse> r) {
+                     OnStrand<Result<ModelResponse>>([this, started](Result<ModelResponse> r) {
+                       manager_.CountModelCall(RouteName(), r, manager_.clock_.MonotonicNow() - started);
                        if (!r.ok()) {
                          spdlog::info("session {}: no generated title: {}", header_.id, r.status().ToString());
                          return;

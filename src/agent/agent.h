@@ -99,6 +99,8 @@ class Agent : public std::enable_shared_from_this<Agent> {
   // message (from the log, so a continued turn keeps it); nullopt if none.
   std::optional<std::string> TurnClientZone() const;
   bool ToolAllowed(const std::string& name) const;
+  // "provider/model", the `route` label of the agent's metrics.
+  std::string RouteName() const { return header_.route.provider + "/" + header_.route.model; }
 
   // Appends (and, with `consume`, marks those messages consumed in the same
   // transaction), then runs `next` on the strand with the stored events.
@@ -133,6 +135,7 @@ class Agent : public std::enable_shared_from_this<Agent> {
   bool stopping_ = false;
   bool stopped_ = false;
   int steps_ = 0;
+  MonoTime turn_started_{};  // when the running turn started (or was continued)
   int outstanding_ = 0;  // callbacks of ours still to run
   std::shared_ptr<CancelToken> cancel_;
   std::vector<std::function<void(Status)>> idle_waiters_;

@@ -45,7 +45,38 @@ AgentManager::AgentManager(boost::asio::io_context& ioc, store::Database& db, se
       environment_(std::move(environment)),
       options_(options),
       holder_(agent_store::NewLeaseHolder()),
-      sweep_timer_(ioc) {}
+      sweep_timer_(ioc) {
+  if (metrics::Registry* m = options_.metrics) {
+    turns_ = &m->AddCounterFamily("dsh_turns_total", "Turns this host's agents ended, by model route and result "
+                                  "(completed or error).", {"route", "result"});
+    turn_seconds_ = &m->AddHistogramFamily("dsh_turn_seconds", "How long turns took, from start to end, by route.",
+                                           {"route"}, metrics::LatencyBuckets());
+    model_calls_ = &m->AddCounterFamily("dsh_model_calls_total", "Model calls (turn steps and generated titles), "
+                                        "by route and result (ok or the error code).", {"route", "result"});
+    model_call_seconds_ = &m->AddHistogramFamily("dsh_model_call_seconds",
+                                                 "How long model calls took, until the stream ended, by route.",
+                                                 {"route"}, metrics::LatencyBuckets());
+    model_tokens_ = &m->AddCounterFamily("dsh_model_tokens_total",
+                                         "Tokens the provider counted, by route and direction (input or output); "
+                                         "providers that report no usage add nothing.", {"route", "direction"});
+  }
+}
+
+void AgentManager::CountTurn(const std::string& route, bool completed, std::chrono::duration<double> took) {
+  if (turns_ == nullptr) return;
+  turns_->WithLabels({route, completed ? "completed" : "error"}).Inc();
+  turn_seconds_->WithLabels({route}).Observe(took.count());
+}
+
+void AgentManager::CountModelCall(const std::string& route, const Result<ModelResponse>& result,
+                                  std::chrono::duration<double> took) {
+  if (model_calls_ == nullptr) return;
+  model_calls_->WithLabels({route, result.ok() ? "ok" : result.status().code()}).Inc();
+  model_call_seconds_->WithLabels({route}).Observe(took.count());
+  if (!result.ok()) return;
+  if (result->input_tokens) model_tokens_->WithLabels({route, "input"}).Inc(static_cast<uint64_t>(std::max<int64_t>(*result->input_tokens, 0)));
+  if (result->output_tokens) model_tokens_->WithLabels({route, "output"}).Inc(static_cast<uint64_t>(std::max<int64_t>(*result->output_tokens, 0)));
+}
 
 AgentManager::~AgentManager() { Stop(); }
 

@@ -17,6 +17,7 @@
 #include "agent/model.h"
 #include "agent/tool_registry.h"
 #include "base/clock.h"
+#include "base/metrics.h"
 #include "base/status.h"
 #include "session/session_store.h"
 #include "store/database.h"
@@ -71,6 +72,11 @@ struct AgentManagerOptions {
   std::chrono::milliseconds sweep_interval{std::chrono::seconds(1)};
   // Titles generated with a real model after the first completed turn.
   bool generate_titles = true;
+  // Where the turn and model-call metrics go (docs/DEPLOY.md, "Metrics"):
+  // dsh_turns_total, dsh_turn_seconds, dsh_model_calls_total,
+  // dsh_model_call_seconds, dsh_model_tokens_total. Borrowed, must outlive
+  // the manager; none when null.
+  metrics::Registry* metrics = nullptr;
 };
 
 struct Delivery {
@@ -200,6 +206,10 @@ class AgentManager {
   // Called by an agent (on its strand) once it stopped for good.
   void AgentStopped(const std::string& session_id, Agent* agent);
   std::shared_ptr<Agent> Find(const std::string& session_id) const;
+  // Metrics (thread-safe; nothing without AgentManagerOptions::metrics).
+  // `route` is "provider/model".
+  void CountTurn(const std::string& route, bool completed, std::chrono::duration<double> took);
+  void CountModelCall(const std::string& route, const Result<ModelResponse>& result, std::chrono::duration<double> took);
 
   boost::asio::io_context& ioc_;
   store::Database& db_;
@@ -237,6 +247,12 @@ class AgentManager {
 
   boost::asio::steady_timer sweep_timer_;
   store::Subscription inbox_notices_;  // set by Start, ended by Stop
+  // From options_.metrics; all null without.
+  metrics::Family<metrics::Counter>* turns_ = nullptr;                 // route, result
+  metrics::Family<metrics::Histogram>* turn_seconds_ = nullptr;        // route
+  metrics::Family<metrics::Counter>* model_calls_ = nullptr;           // route, result
+  metrics::Family<metrics::Histogram>* model_call_seconds_ = nullptr;  // route
+  metrics::Family<metrics::Counter>* model_tokens_ = nullptr;          // route, direction
 };
 
 }  // namespace dsh::agent

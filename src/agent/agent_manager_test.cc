@@ -10,11 +10,13 @@
 #include <thread>
 
 #include "agent/agent.h"
+#include "agent/agent_store.h"
 #include "agent/testing/event_waiter.h"
 #include "agent/testing/fake_chat_server.h"
 #include "agent/testing/scripted_model.h"
 #include "base/testing/temp_dir.h"
 #include "store/testing/test_backend.h"
+#include "store/pruner.h"
 
 namespace dsh::agent {
 namespace {
@@ -238,6 +240,39 @@ TEST_P(AgentTest, DeliveredMessageToIdleAgentRunsATurn) {
   EXPECT_EQ(req.model, "m1");
 }
 
+TEST_P(AgentTest, CountsTurnsModelCallsAndTokensByRoute) {
+  metrics::Registry registry;  // outlives the manager: it is stopped below
+  manager_->Stop();
+  manager_ = MakeManager(AgentManagerOptions{.metrics = &registry});
+  manager_->Start();
+  std::string id = CreateSession();
+  ModelResponse counted;
+  counted.text = "hi";
+  counted.finish_reason = "stop";
+  counted.input_tokens = 30;
+  counted.output_tokens = 7;
+  model_.Push(ScriptedModel::Reply{counted});
+  model_.Push(ScriptedModel::Error("model_timeout", "no progress"));
+  ASSERT_TRUE(Deliver(id, "one").ok());
+  waiter_.WaitForTurnEnds(id, 1);
+  ASSERT_TRUE(Deliver(id, "two").ok());
+  waiter_.WaitForTurnEnds(id, 2);
+  manager_->Stop();
+  std::string text = registry.Render();
+  for (const char* want : {
+           "dsh_turns_total{route=\"scripted/m1\",result=\"completed\"} 1\n",
+           "dsh_turns_total{route=\"scripted/m1\",result=\"error\"} 1\n",
+           "dsh_turn_seconds_count{route=\"scripted/m1\"} 2\n",
+           "dsh_model_calls_total{route=\"scripted/m1\",result=\"ok\"} 1\n",
+           "dsh_model_calls_total{route=\"scripted/m1\",result=\"model_timeout\"} 1\n",
+           "dsh_model_call_seconds_count{route=\"scripted/m1\"} 2\n",
+           "dsh_model_tokens_total{route=\"scripted/m1\",direction=\"input\"} 30\n",
+           "dsh_model_tokens_total{route=\"scripted/m1\",direction=\"output\"} 7\n",
+       }) {
+    EXPECT_NE(text.find(want), std::string::npos) << want << " in:\n" << text;
+  }
+}
+
 TEST_P(AgentTest, ToolCallRunsAndItsResultReachesTheNextRequest) {
   auto tool = std::make_unique<EchoTool>();
   EchoTool* echo = tool.get();
@@ -453,6 +488,100 @@ TEST_P(AgentTest, DuplicateKeyDeliversOnce) {
   auto third = Deliver(other, "once", DeliveryMode::kSteer, "k1");
   ASSERT_TRUE(third.ok());
   EXPECT_FALSE(third->duplicate);
+}
+
+// Retention of consumed inbox rows (retention.inbox_days).
+constexpr int64_t kDayMs = 86'400'000;
+
+int64_t InboxRows(store::Database& db, const std::string& where) {
+  auto r = db.ReadValue<int64_t>([&](store::Tx& tx) -> Result<int64_t> {
+    int64_t n = 0;
+    DSH_RETURN_IF_ERROR(tx.Query("SELECT COUNT(*) FROM inbox WHERE " + where, {}, [&](const store::Row& row) {
+      n = row.Int(0);
+      return Status::Ok();
+    }));
+    return n;
+  });
+  return r.ok() ? *r : -1;
+}
+
+// Rows written straight into the inbox (wakeup off, so no turn takes the
+// pending ones): `consumed_at` nullopt leaves a row pending.
+void PutRows(store::Database& db, const std::string& session, int n, const std::string& key_prefix,
+             std::optional<int64_t> consumed_at, int64_t created_at) {
+  ASSERT_TRUE(db.WriteSync([&](store::Tx& tx) -> Status {
+                  for (int i = 0; i < n; ++i) {
+                    InboxMessage m;
+                    m.message_id = "msg_" + key_prefix + std::to_string(i);
+                    m.session_id = session;
+                    m.mode = DeliveryMode::kFollowup;
+                    m.wakeup = false;
+                    m.text = "t";
+                    m.created_at = created_at;
+                    DSH_RETURN_IF_ERROR(agent_store::Insert(tx, m, key_prefix + std::to_string(i)).status());
+                    if (consumed_at) DSH_RETURN_IF_ERROR(agent_store::Consume(tx, {m.message_id}, *consumed_at));
+                  }
+                  return Status::Ok();
+                }).ok());
+}
+
+TEST_P(AgentTest, RetentionPrunesOldConsumedRowsInBoundedSlicesAndNothingElse) {
+  std::string id = CreateSession();
+  int64_t now = ToUnixMillis(clock_.Now());
+  PutRows(*db_, id, 250, "old-", now - 31 * kDayMs, now - 32 * kDayMs);     // consumed 31 days ago
+  PutRows(*db_, id, 20, "recent-", now - 29 * kDayMs, now - 32 * kDayMs);   // inside the window
+  PutRows(*db_, id, 5, "pending-", std::nullopt, now - 400 * kDayMs);       // never consumed
+  PutRows(*db_, id, 2, "retained-", now - 60 * kDayMs, now - 61 * kDayMs);  // still retryable
+  agent_store::RetainedKeys retained = [](store::Tx&) -> Result<std::vector<std::string>> {
+    return std::vector<std::string>{"retained-0", "retained-1"};
+  };
+  store::Pruner pruner(*db_, clock_, {agent_store::InboxPruneTask(30, {retained})}, {.slice_rows = 100});
+  auto round = pruner.RunRound();
+  ASSERT_TRUE(round.ok()) << round.status().ToString();
+  EXPECT_EQ(round->deleted, 250);
+  EXPECT_EQ(round->max_slice, 100);  // 100, 100, 50: no slice larger than asked
+  EXPECT_EQ(round->slices, 3);
+  EXPECT_EQ(InboxRows(*db_, "key LIKE 'old-%'"), 0);
+  EXPECT_EQ(InboxRows(*db_, "key LIKE 'recent-%'"), 20);
+  EXPECT_EQ(InboxRows(*db_, "key LIKE 'pending-%' AND consumed_at IS NULL"), 5);
+  EXPECT_EQ(InboxRows(*db_, "key LIKE 'retained-%'"), 2);
+
+  // Two days on, the recent ones are 31 days old too; pending rows still stay.
+  clock_.Advance(std::chrono::hours(48));
+  round = pruner.RunRound();
+  ASSERT_TRUE(round.ok());
+  EXPECT_EQ(round->deleted, 20);
+  EXPECT_EQ(InboxRows(*db_, "1 = 1"), 7);
+  EXPECT_EQ(InboxRows(*db_, "consumed_at IS NULL"), 5);
+}
+
+// A key answers `duplicate` as long as its message is pending and for
+// retention.inbox_days after it was consumed; after that it is a new key.
+TEST_P(AgentTest, AnIdempotencyKeyHoldsForTheRetentionWindowAfterConsumption) {
+  std::string id = CreateSession();
+  auto first = Deliver(id, "once", DeliveryMode::kSteer, "k1");
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  waiter_.WaitForTurnEnds(id, 1);
+  ASSERT_EQ(PendingRows(), 0);
+  store::Pruner pruner(*db_, clock_, {agent_store::InboxPruneTask(30, {})}, {.slice_rows = 10});
+
+  clock_.Advance(std::chrono::hours(24 * 30 - 1));  // just inside the window
+  auto round = pruner.RunRound();
+  ASSERT_TRUE(round.ok()) << round.status().ToString();
+  EXPECT_EQ(round->deleted, 0);
+  auto again = Deliver(id, "once, retried", DeliveryMode::kSteer, "k1");
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->duplicate);
+  EXPECT_EQ(again->message_id, first->message_id);
+
+  clock_.Advance(std::chrono::hours(2));  // past it
+  round = pruner.RunRound();
+  ASSERT_TRUE(round.ok());
+  EXPECT_EQ(round->deleted, 1);
+  auto late = Deliver(id, "once, much later", DeliveryMode::kSteer, "k1");
+  ASSERT_TRUE(late.ok());
+  EXPECT_FALSE(late->duplicate);
+  EXPECT_NE(late->message_id, first->message_id);
 }
 
 TEST_P(AgentTest, DeliveryToAMissingSessionFailsAndCreatesNothing) {

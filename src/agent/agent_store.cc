@@ -46,6 +46,13 @@ std::vector<store::Migration> Migrations() {
            " expires_at BIGINT NOT NULL)",
            "CREATE INDEX session_leases_by_holder ON session_leases (holder)",
        }},
+      // Retention: consumed rows by consumption time, for PruneConsumed (a
+      // partial index, so pending rows cost it nothing).
+      {"agent",
+       2,
+       {
+           "CREATE INDEX inbox_consumed ON inbox (consumed_at, num) WHERE consumed_at IS NOT NULL",
+       }},
   };
 }
 
@@ -110,6 +117,47 @@ Status Consume(Tx& tx, const std::vector<std::string>& message_ids, int64_t now)
     if (changed != 1) return Status(codes::kConflict, "message " + id + " was already taken by another turn");
   }
   return Status::Ok();
+}
+
+Result<int64_t> PruneConsumed(Tx& tx, int64_t consumed_before, int64_t max_rows,
+                              const std::unordered_set<std::string>& keep_keys) {
+  if (max_rows <= 0) return int64_t{0};
+  // Oldest consumption first, through inbox_consumed. A kept key only costs
+  // its row a place in the candidates, so ask for that many more.
+  std::vector<int64_t> doomed;
+  DSH_RETURN_IF_ERROR(tx.Query(
+      "SELECT num, key FROM inbox WHERE consumed_at IS NOT NULL AND consumed_at < ? ORDER BY consumed_at, num LIMIT ?",
+      {consumed_before, max_rows + static_cast<int64_t>(keep_keys.size())}, [&](const Row& row) {
+        if (static_cast<int64_t>(doomed.size()) >= max_rows) return Status::Ok();
+        if (!row.IsNull(1) && keep_keys.count(row.String(1)) > 0) return Status::Ok();
+        doomed.push_back(row.Int(0));
+        return Status::Ok();
+      }));
+  if (doomed.empty()) return int64_t{0};
+  std::string sql = "DELETE FROM inbox WHERE consumed_at IS NOT NULL AND num IN (";
+  std::vector<store::Value> params;
+  params.reserve(doomed.size());
+  for (size_t i = 0; i < doomed.size(); ++i) {
+    sql += i ? ",?" : "?";
+    params.emplace_back(doomed[i]);
+  }
+  sql += ")";
+  return tx.Exec(sql, params);
+}
+
+store::PruneTask InboxPruneTask(int64_t days, std::vector<RetainedKeys> retained) {
+  return {"inbox", [days, retained = std::move(retained)](Tx& tx, int64_t now,
+                                                          int64_t max_rows) -> Result<store::PruneSlice> {
+            std::unordered_set<std::string> keep;
+            for (const auto& source : retained) {
+              DSH_ASSIGN_OR_RETURN(auto keys, source(tx));
+              keep.insert(keys.begin(), keys.end());
+            }
+            DSH_ASSIGN_OR_RETURN(int64_t n, PruneConsumed(tx, now - days * 86'400'000, max_rows, keep));
+            // Fewer than asked: nothing more is due (or another host took
+            // the rest); the next round looks again.
+            return store::PruneSlice{n, n == max_rows};
+          }};
 }
 
 Result<std::vector<PendingSession>> PendingSessions(Tx& tx, const std::string& holder, int64_t now) {

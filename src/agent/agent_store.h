@@ -1,14 +1,17 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "base/json.h"
 #include "base/status.h"
 #include "store/connection.h"
 #include "store/database.h"
+#include "store/pruner.h"
 
 namespace dsh::agent {
 
@@ -39,7 +42,8 @@ struct InboxMessage {
 //
 //   inbox(num, message_id, session_id, key, mode, wakeup, text, meta,
 //         created_at, consumed_at)  -- pending while consumed_at IS NULL;
-//                                       (session_id, key) unique
+//                                       (session_id, key) unique; consumed
+//                                       rows pruned after retention.inbox_days
 //   session_leases(session_id, holder, expires_at)
 namespace agent_store {
 
@@ -62,6 +66,26 @@ Result<std::vector<InboxMessage>> Pending(store::Tx& tx, const std::string& sess
 // Marks messages consumed; `conflict` when one of them was consumed already
 // (another host ran the session: the caller's transaction must fail).
 Status Consume(store::Tx& tx, const std::vector<std::string>& message_ids, int64_t now);
+
+// Retention (docs/AGENTS.md, "How long a key holds"): deletes up to
+// `max_rows` inbox rows consumed before `consumed_before` (Unix ms), oldest
+// consumption first, except rows whose key is in `keep_keys` (keys that may
+// still be delivered again). Never touches a pending row. Idempotent: rows
+// another host deleted first are simply not counted. Returns the rows
+// deleted by this call.
+Result<int64_t> PruneConsumed(store::Tx& tx, int64_t consumed_before, int64_t max_rows,
+                              const std::unordered_set<std::string>& keep_keys);
+
+// Inbox keys that a producer may still deliver again however old their
+// consumed row is (a loop occurrence claimed and not yet recorded, or
+// waiting for its retry): the inbox keeps their rows. Read inside the
+// pruning slice's transaction, so it sees what that transaction deletes
+// against. Should be small (what is in flight).
+using RetainedKeys = std::function<Result<std::vector<std::string>>(store::Tx&)>;
+
+// The retention task of the inbox: consumed rows older than `days` days
+// (> 0), keeping the keys `retained` lists. For store::Pruner.
+store::PruneTask InboxPruneTask(int64_t days, std::vector<RetainedKeys> retained);
 
 // Sessions with pending wakeup messages that this holder may run: unowned,
 // owned by an expired lease or by `holder`. With the newest pending num.

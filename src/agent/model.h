@@ -49,6 +49,9 @@ struct ModelResponse {
   std::string reasoning;                  // `reasoning_content`, kept apart
   std::vector<ModelToolCall> tool_calls;  // in the order the model gave them
   std::string finish_reason;              // "stop", "tool_calls", "length", ...
+  // Tokens the provider counted for this call (its `usage`), when it said.
+  std::optional<int64_t> input_tokens;
+  std::optional<int64_t> output_tokens;
 };
 
 // Streaming progress, for live presentation only (nothing durable depends on

@@ -86,7 +86,12 @@ Json RequestBody(const ModelRequest& request) {
     }
     messages.push_back(std::move(j));
   }
-  Json body{{"model", request.model}, {"messages", std::move(messages)}, {"stream", true}};
+  // `stream_options.include_usage`: the token counts arrive in a last
+  // chunk (dsh_model_tokens_total); servers that do not know it ignore it.
+  Json body{{"model", request.model},
+            {"messages", std::move(messages)},
+            {"stream", true},
+            {"stream_options", {{"include_usage", true}}}};
   if (!request.tools.empty()) {
     Json tools = Json::array();
     for (const auto& t : request.tools) {
@@ -135,6 +140,14 @@ class ChatStream {
       const std::string* message = error->is_object() ? StringField(*error, "message") : nullptr;
       return Status(codes::kModelError, "the provider reported an error mid-stream: " +
                                      (message ? *message : Truncate(DumpJson(*error))));
+    }
+    if (auto usage = chunk.find("usage"); usage != chunk.end() && usage->is_object()) {
+      auto prompt = usage->find("prompt_tokens");
+      auto completion = usage->find("completion_tokens");
+      if (prompt != usage->end() && prompt->is_number_integer()) response_.input_tokens = prompt->get<int64_t>();
+      if (completion != usage->end() && completion->is_number_integer()) {
+        response_.output_tokens = completion->get<int64_t>();
+      }
     }
     auto choices = chunk.find("choices");
     if (choices == chunk.end() || !choices->is_array() || choices->empty()) return Status::Ok();  // usage chunk

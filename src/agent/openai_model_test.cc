@@ -129,6 +129,31 @@ TEST(OpenAiModel, StreamsTextAsDeltas) {
   EXPECT_GE(call->DeltaCount(ModelDelta::Kind::kText), 3u);
 }
 
+// The usage chunk OpenAI sends last when asked (`stream_options`), with
+// `choices` empty; providers that send none leave the counts unset.
+TEST(OpenAiModel, AsksForAndReportsTheTokensTheProviderCounted) {
+  FakeChatServer server;
+  Json chunk = {{"id", "c"}, {"object", "chat.completion.chunk"}, {"choices", Json::array()},
+                {"usage", {{"prompt_tokens", 12}, {"completion_tokens", 5}, {"total_tokens", 17}}}};
+  server.Enqueue(testing::Sse({{SseData(Json{{"choices", {{{"index", 0}, {"delta", {{"content", "hi"}}}}}}})},
+                               {SseData(Json{{"choices", {{{"index", 0}, {"delta", Json::object()}, {"finish_reason", "stop"}}}}})},
+                               {SseData(chunk)},
+                               {"data: [DONE]\n\n"}}));
+  server.Enqueue(testing::TextReply("no usage"));
+  auto model = MakeOpenAiModel(Options(server));
+  auto r = Start(*model)->Get();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->text, "hi");
+  EXPECT_EQ(r->input_tokens, 12);
+  EXPECT_EQ(r->output_tokens, 5);
+  ASSERT_EQ(server.requests().size(), 1u);
+  EXPECT_EQ(server.requests()[0].json["stream_options"], (Json{{"include_usage", true}}));
+  auto without = Start(*model)->Get();
+  ASSERT_TRUE(without.ok()) << without.status().ToString();
+  EXPECT_EQ(without->input_tokens, std::nullopt);
+  EXPECT_EQ(without->output_tokens, std::nullopt);
+}
+
 TEST(OpenAiModel, KeepsReasoningApartFromText) {
   FakeChatServer server;
   server.Enqueue(testing::ReasoningThenText("Think about it carefully.", "The answer is 4."));

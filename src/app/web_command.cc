@@ -32,7 +32,36 @@ struct WebFlags {
   std::vector<std::string> patches;
   std::string token;
   std::string log_level;
+  std::string metrics_listen;
 };
+
+struct ListenAddress {
+  std::string host;
+  uint16_t port = 0;
+};
+
+// "HOST:PORT", "[IPV6]:PORT" (`--metrics-listen`, `server.metrics_listen`).
+Result<ListenAddress> ParseListenAddress(const std::string& text, std::string_view what) {
+  auto bad = [&] {
+    return Status(codes::kInvalidConfig, std::string(what) + " must be HOST:PORT, say 127.0.0.1:9464 (got \"" + text + "\")");
+  };
+  size_t colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) return bad();
+  std::string host = text.substr(0, colon);
+  if (host.front() == '[') {
+    if (host.size() < 3 || host.back() != ']') return bad();
+    host = host.substr(1, host.size() - 2);
+  } else if (host.find(':') != std::string::npos) {
+    return bad();
+  }
+  std::string port = text.substr(colon + 1);
+  if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos) return bad();
+  int n = std::stoi(port);
+  if (n > 65535) return bad();
+  return ListenAddress{host, static_cast<uint16_t>(n)};
+}
+
+std::string UrlHost(const std::string& host) { return host.find(':') != std::string::npos ? "[" + host + "]" : host; }
 
 int Fail(CommandContext& ctx, const Status& st) {
   ctx.err << "error: " << st.code() << ": " << st.message() << "\n";
@@ -99,6 +128,22 @@ int RunWeb(const WebFlags& flags, CommandContext& ctx) {
   auto bound = http.Listen();
   if (!bound.ok()) return Fail(ctx, bound.status());
 
+  // GET /metrics without a token on an address of the operator's choice
+  // (docs/DEPLOY.md, "Metrics").
+  std::string metrics_flag = flags.metrics_listen.empty() ? host->config().server.metrics_listen : flags.metrics_listen;
+  std::unique_ptr<server::HttpServer> metrics_http;
+  std::string metrics_url;
+  if (!metrics_flag.empty()) {
+    auto address = ParseListenAddress(metrics_flag, flags.metrics_listen.empty() ? "`server.metrics_listen`" : "--metrics-listen");
+    if (!address.ok()) return Fail(ctx, address.status());
+    metrics_http = std::make_unique<server::HttpServer>(
+        ioc, server::HttpServer::Options{address->host, address->port},
+        [&api](server::HttpRequest req, server::Respond respond) { api.HandleMetricsListener(std::move(req), std::move(respond)); });
+    auto metrics_bound = metrics_http->Listen();
+    if (!metrics_bound.ok()) return Fail(ctx, metrics_bound.status().WithContext("--metrics-listen " + metrics_flag));
+    metrics_url = "http://" + UrlHost(address->host) + ":" + std::to_string(*metrics_bound) + "/metrics";
+  }
+
   std::string shown_host = bind_host.find(':') != std::string::npos ? "[" + bind_host + "]" : bind_host;
   std::string url = "http://" + shown_host + ":" + std::to_string(*bound) + "/";
   if (Status st = host->profile().WriteRunFile({url, token, getpid()}); !st.ok()) {
@@ -111,6 +156,8 @@ int RunWeb(const WebFlags& flags, CommandContext& ctx) {
     if (!ec) signalled.set_value(signo);
   });
 
+  // Before the listening line, which tests and scripts wait for.
+  if (metrics_http) ctx.out << "dsh web metrics on " << metrics_url << std::endl;
   ctx.out << "dsh web listening on " << url << std::endl;
   // The one address a person opens: it signs the browser in (docs/UI.md).
   ctx.out << "open " << url << "?token=" << token << std::endl;
@@ -126,6 +173,7 @@ int RunWeb(const WebFlags& flags, CommandContext& ctx) {
 
   int signo = signalled.get_future().get();
   spdlog::info("signal {}: stopping (finishing requests in flight and queued commits)", signo);
+  if (metrics_http) metrics_http->Stop();
   http.Stop();
   host->Stop();
 
@@ -147,6 +195,9 @@ void AddWebCommand(CLI::App& root, CommandContext& ctx) {
   web->add_option("--patch", flags->patches, "A YAML overlay merged over dsh.yml; repeatable, later wins");
   web->add_option("--token", flags->token, "API token (default $DSH_TOKEN, else <home>/auth-token)");
   web->add_option("--log-level", flags->log_level, "trace, debug, info, warn, error or off (default info)");
+  web->add_option("--metrics-listen", flags->metrics_listen,
+                  "HOST:PORT of a second listener serving only GET /metrics, without a token (default none, or "
+                  "server.metrics_listen); keep it on loopback or a private network");
   web->callback([flags, &ctx] { ctx.exit_code = RunWeb(*flags, ctx); });
 }
 

@@ -109,7 +109,10 @@ std::string IdHint(const char* what) { return std::string(what) + ": use " + kId
 
 const Spec& RootSpec() {
   static const Spec* spec = new Spec(Map({
-      {"server", Map({{"host", Str({}, "a host name or IP address")}, {"port", Int(0, 65535)}})},
+      {"server", Map({{"host", Str({}, "a host name or IP address")},
+                      {"port", Int(0, 65535)},
+                      {"metrics_listen", Matching("(\\[[0-9a-fA-F:.]+\\]|[^:\\[\\]\\s]+):[0-9]{1,5}",
+                                                  "HOST:PORT (say 127.0.0.1:9464)")}})},
       {"storage", Map({{"synchronous", Str({"full", "normal"}, "full or normal")},
                        {"backend", Str({"sqlite", "postgres"}, "sqlite or postgres")},
                        {"url", Matching("(postgres|postgresql)://.*|.*=.*",
@@ -119,6 +122,9 @@ const Spec& RootSpec() {
                                            {"start_frames", Int(1, 1'000'000)},
                                            {"finish_frames", Int(0, 1'000'000)},
                                            {"max_frames", Int(1, 1'000'000)}})}})},
+      {"retention", Map({{"inbox_days", Int(0, 36'500)},
+                         {"loop_runs", Int(0, 1'000'000)},
+                         {"loop_run_days", Int(0, 36'500)}})},
       {"log", Map({{"level", Str({"trace", "debug", "info", "warn", "error", "off"},
                                  "one of trace, debug, info, warn, error, off")}})},
       {"model", Matching("[a-z0-9_-]+/.+", "provider/model (say deepseek/deepseek-chat)")},
@@ -316,6 +322,7 @@ Config Decode(const YAML::Node& root) {
   if (auto s = root["server"]; s && s.IsMap()) {
     if (s["host"]) c.server.host = s["host"].as<std::string>();
     if (s["port"]) c.server.port = s["port"].as<int>();
+    if (s["metrics_listen"]) c.server.metrics_listen = s["metrics_listen"].as<std::string>();
   }
   if (auto s = root["storage"]; s && s.IsMap()) {
     if (s["synchronous"]) c.storage.synchronous_full = s["synchronous"].as<std::string>() == "full";
@@ -329,6 +336,11 @@ Config Decode(const YAML::Node& root) {
       if (k["finish_frames"]) cp.finish_frames = k["finish_frames"].as<int>();
       if (k["max_frames"]) cp.max_frames = k["max_frames"].as<int>();
     }
+  }
+  if (auto s = root["retention"]; s && s.IsMap()) {
+    if (s["inbox_days"]) c.retention.inbox_days = s["inbox_days"].as<int64_t>();
+    if (s["loop_runs"]) c.retention.loop_runs = s["loop_runs"].as<int64_t>();
+    if (s["loop_run_days"]) c.retention.loop_run_days = s["loop_run_days"].as<int64_t>();
   }
   if (auto s = root["log"]; s && s.IsMap()) {
     if (s["level"]) c.log.level = s["level"].as<std::string>();

@@ -22,6 +22,10 @@ struct Config {
   struct Server {
     std::string host = "127.0.0.1";
     int port = 7433;
+    // `server.metrics_listen`: "HOST:PORT" ("[::1]:9464" for IPv6) of a
+    // second listener serving only GET /metrics, without a token; "" (the
+    // default) for none. `dsh web --metrics-listen` wins over it.
+    std::string metrics_listen;
   } server;
   struct Storage {
     bool synchronous_full = true;  // storage.synchronous: full | normal (SQLite)
@@ -44,6 +48,15 @@ struct Config {
   struct Log {
     std::string level = "info";
   } log;
+  // `retention.*` (docs/CONFIG.md, "Retention"): how long the host keeps
+  // consumed inbox rows and loop run history; 0 keeps forever. Pruned in
+  // small slices by the host's store::Pruner, never inside a delivery's
+  // transaction.
+  struct Retention {
+    int64_t inbox_days = 30;      // consumed inbox rows (and their idempotency keys), 0..36500
+    int64_t loop_runs = 1000;     // finished runs kept per loop, 0..1000000
+    int64_t loop_run_days = 90;   // finished runs older than this go, 0..36500
+  } retention;
 
   // `model`: the default route "provider/model" (DSH_MODEL wins over it);
   // only its form is checked here, ModelRoutes checks that it exists.

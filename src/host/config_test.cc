@@ -5,8 +5,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "base/testing/temp_dir.h"
+#include "agent/agent_store.h"
 #include "host/host.h"
 #include "store/database.h"
 #include "store/sqlite_connection.h"
@@ -99,6 +101,61 @@ TEST(Config, StorageTuningKeysReachTheStoresOptions) {
   EXPECT_EQ(sqlite.checkpoints.start_frames, 2000);
   EXPECT_EQ(sqlite.checkpoints.finish_frames, 64);
   EXPECT_EQ(sqlite.checkpoints.max_frames, 20000);
+}
+
+// Retention (issue 22): consumed inbox rows kept 30 days, at most 1,000 runs
+// per loop and none older than 90 days, unless dsh.yml says otherwise; 0
+// keeps forever.
+TEST(Config, RetentionDefaultsAndKeys) {
+  auto d = ParseConfigText("x.yml", "");
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->retention.inbox_days, 30);
+  EXPECT_EQ(d->retention.loop_runs, 1000);
+  EXPECT_EQ(d->retention.loop_run_days, 90);
+  auto c = ParseConfigText("x.yml", "retention:\n  inbox_days: 0\n  loop_runs: 5\n  loop_run_days: 365\n");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->retention.inbox_days, 0);
+  EXPECT_EQ(c->retention.loop_runs, 5);
+  EXPECT_EQ(c->retention.loop_run_days, 365);
+}
+
+TEST(Config, RetentionOutOfRangeNamesTheKey) {
+  struct Case {
+    const char* yaml;
+    const char* expected;
+  } cases[] = {
+      {"retention:\n  inbox_days: -1\n", "x.yml: `retention.inbox_days` must be an integer from 0 to 36500 (got \"-1\")"},
+      {"retention:\n  inbox_days: 30d\n", "`retention.inbox_days` must be an integer"},
+      {"retention:\n  loop_runs: 1000001\n", "`retention.loop_runs` must be an integer from 0 to 1000000"},
+      {"retention:\n  loop_run_days: 36501\n", "`retention.loop_run_days` must be an integer from 0 to 36500"},
+      {"retention:\n  runs: 10\n", "unknown key `retention.runs`"},
+      {"retention: 30\n", "`retention` must be a mapping"},
+  };
+  for (const auto& c : cases) {
+    auto r = ParseConfigText("x.yml", c.yaml);
+    ASSERT_FALSE(r.ok()) << c.yaml;
+    EXPECT_EQ(r.status().code(), "invalid_config");
+    EXPECT_NE(r.status().message().find(c.expected), std::string::npos) << r.status().message();
+  }
+}
+
+// `server.metrics_listen` (issue 22): a second listener for GET /metrics
+// only, off unless set.
+TEST(Config, MetricsListenIsOffByDefaultAndTakesHostColonPort) {
+  auto d = ParseConfigText("x.yml", "");
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->server.metrics_listen, "");
+  for (const char* ok : {"127.0.0.1:9464", "[::1]:9464", "localhost:0"}) {
+    auto c = ParseConfigText("x.yml", std::string("server:\n  metrics_listen: \"") + ok + "\"\n");
+    ASSERT_TRUE(c.ok()) << ok << ": " << c.status().ToString();
+    EXPECT_EQ(c->server.metrics_listen, ok);
+  }
+  for (const char* bad : {"9464", "127.0.0.1", "::1:9464", "host:port"}) {
+    auto c = ParseConfigText("x.yml", std::string("server:\n  metrics_listen: \"") + bad + "\"\n");
+    ASSERT_FALSE(c.ok()) << bad;
+    EXPECT_NE(c.status().message().find("`server.metrics_listen` must be HOST:PORT"), std::string::npos)
+        << c.status().message();
+  }
 }
 
 TEST(Config, StorageTuningOutOfRangeOrOrderNamesTheKey) {
@@ -204,6 +261,55 @@ TEST(HostClock, OnPostgresTheRealClockIsKeptInStepWithTheServerAndAFakeOneIsLeft
     (*host)->Close();
   }
   store::testing::PgTestServer::DropDatabase(*conninfo);
+}
+
+// A started host prunes consumed inbox rows older than retention.inbox_days
+// on its own, and prunes nothing when every limit is 0.
+TEST(HostRetention, AStartedHostPrunesOldConsumedInboxRowsInTheBackground) {
+  for (int64_t days : {1, 0}) {
+    dsh::testing::TempDir home;
+    Write(home.File("dsh.yml"), "interface:\n  global_session: false\nretention:\n  inbox_days: " +
+                                    std::to_string(days) + "\n");
+    FakeClock clock;
+    HostOptions options;
+    options.home = home.path().string();
+    options.clock = &clock;
+    options.env = [](const std::string&) -> std::optional<std::string> { return std::nullopt; };
+    options.pruner_options = store::PrunerOptions{.slice_rows = 7, .pause = std::chrono::milliseconds(1)};
+    auto host = Host::Open(options);
+    ASSERT_TRUE(host.ok()) << host.status().ToString();
+    auto session = (*host)->sessions().Create((*host)->DefaultNewSession());
+    ASSERT_TRUE(session.ok()) << session.status().ToString();
+    int64_t now = ToUnixMillis(clock.Now());
+    ASSERT_TRUE((*host)->database().WriteSync([&](store::Tx& tx) -> Status {
+      for (int i = 0; i < 20; ++i) {
+        agent::InboxMessage m;
+        m.message_id = "msg_" + std::to_string(i);
+        m.session_id = session->id;
+        m.wakeup = false;
+        m.text = "t";
+        m.created_at = now - 3 * 86'400'000;
+        DSH_RETURN_IF_ERROR(agent::agent_store::Insert(tx, m, std::nullopt).status());
+        DSH_RETURN_IF_ERROR(agent::agent_store::Consume(tx, {m.message_id}, now - (i < 15 ? 2 : 0) * 86'400'000));
+      }
+      return Status::Ok();
+    }).ok());
+    ASSERT_TRUE((*host)->Start(1).ok());
+    if (days == 0) {
+      EXPECT_EQ((*host)->pruner(), nullptr);
+      (*host)->Close();
+      continue;
+    }
+    ASSERT_NE((*host)->pruner(), nullptr);
+    // The pruner's own thread: wait (bounded) for its first round.
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while ((*host)->pruner()->stats().deleted < 15 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    EXPECT_EQ((*host)->pruner()->stats().deleted, 15);
+    EXPECT_LE((*host)->pruner()->stats().max_slice, 7);
+    (*host)->Close();
+  }
 }
 
 TEST(DatabaseFactory, SqliteByDefaultPostgresByConfigOrEnvironment) {

@@ -50,8 +50,10 @@ Result<std::unique_ptr<Host>> Host::Open(const HostOptions& options) {
                        DatabaseFactory(host->config_, host->profile_, options.env ? options.env : ProcessEnv()));
   std::vector<store::Migration> migrations = AllMigrations();
   for (const auto& m : options.plugin_migrations) migrations.push_back(m);
+  host->pruner_options_ = options.pruner_options;
   store::DatabaseOptions db_options = DatabaseOptionsOf(host->config_);
   db_options.clock = host->clock_;
+  db_options.metrics = &host->metrics_;
   DSH_ASSIGN_OR_RETURN(host->db_, store::Database::Open(std::move(factory), std::move(migrations), db_options));
   // On a database several machines share, every host keeps the server's
   // time, so that they agree on what is due and when a lease ends. A test's
@@ -66,6 +68,7 @@ Result<std::unique_ptr<Host>> Host::Open(const HostOptions& options) {
   agent_options.idle_eviction = std::chrono::seconds(host->config_.agents.idle_eviction_seconds);
   agent_options.max_steps = static_cast<int>(host->config_.agents.max_steps);
   if (options.agent_options) agent_options = *options.agent_options;
+  agent_options.metrics = &host->metrics_;
   agent::AgentEnvironment env;
   const Config* cfg = &host->config_;
   env.preset = [cfg](const std::optional<std::string>& id) {
@@ -82,6 +85,7 @@ Result<std::unique_ptr<Host>> Host::Open(const HostOptions& options) {
   host->agents_ = std::make_unique<agent::AgentManager>(host->ioc_, *host->db_, *host->sessions_, *host->models_,
                                                         host->tools_, *host->clock_, std::move(env), agent_options);
   host->mcp_ = std::make_unique<mcp::McpServers>(host->tools_, host->config_.mcp_servers, kVersion);
+  host->AddHostMetrics();
   return host;
 }
 
@@ -102,7 +106,21 @@ Status Host::Start(unsigned threads) {
   mcp_->Start();  // waits for each server's first attempt: the first turn sees their tools
   agents_->Start();
   for (auto& hook : start_hooks_) DSH_RETURN_IF_ERROR(hook());
+  StartPruner();
   return Status::Ok();
+}
+
+void Host::StartPruner() {
+  std::vector<store::PruneTask> tasks;
+  if (config_.retention.inbox_days > 0) {
+    tasks.push_back(agent::agent_store::InboxPruneTask(config_.retention.inbox_days, retained_keys_));
+  }
+  for (auto& task : prune_tasks_) tasks.push_back(std::move(task));
+  prune_tasks_.clear();
+  if (tasks.empty()) return;
+  pruner_ = std::make_unique<store::Pruner>(*db_, *clock_, std::move(tasks),
+                                            pruner_options_.value_or(store::PrunerOptions{}));
+  pruner_->Start();
 }
 
 // The id is chosen once per profile: the first host to insert it wins, and
@@ -140,6 +158,7 @@ Status Host::EnsureGlobalSession() {
 void Host::Stop() {
   if (stopped_) return;
   stopped_ = true;
+  if (pruner_) pruner_->Stop();
   for (auto it = stop_hooks_.rbegin(); it != stop_hooks_.rend(); ++it) (*it)();
   if (agents_) agents_->Stop();
   if (mcp_) mcp_->Stop();

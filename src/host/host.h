@@ -13,6 +13,7 @@
 #include "agent/agent_manager.h"
 #include "agent/tool_registry.h"
 #include "base/clock.h"
+#include "base/metrics.h"
 #include "host/command_registry.h"
 #include "host/config.h"
 #include "host/http_route.h"
@@ -22,6 +23,7 @@
 #include "session/event_hub.h"
 #include "session/session_store.h"
 #include "store/database.h"
+#include "store/pruner.h"
 
 namespace dsh::host {
 
@@ -45,6 +47,9 @@ struct HostOptions {
   // Schema migrations of the plugins the app composes (their tables live in
   // the profile database too), applied with the host's own on open.
   std::vector<store::Migration> plugin_migrations;
+  // How the retention pruner paces itself (store::PrunerOptions' defaults
+  // when unset); what it keeps is `retention.*` in the config.
+  std::optional<store::PrunerOptions> pruner_options;
 };
 
 // One host's services over one profile: configuration, the profile
@@ -81,6 +86,23 @@ class Host {
   mcp::McpServers& mcp_servers() { return *mcp_; }
   boost::asio::io_context& io() { return ioc_; }
 
+  // The host's metrics (docs/DEPLOY.md, "Metrics"): the store's commits,
+  // the agents' turns and model calls, the live agents and the inbox depth
+  // are added by Open; plugins and the server add theirs before serving.
+  // Lives as long as the host.
+  metrics::Registry& metrics() { return metrics_; }
+  // A gauge read from the store at scrape time: `refresh` runs in the read
+  // snapshot of every ScrapeMetrics, on a database reader thread, and sets
+  // gauges of metrics(). Register before Start; it must stay callable while
+  // the host lives.
+  void AddMetricsRefresh(std::function<Status(store::Tx&)> refresh) { metrics_refreshes_.push_back(std::move(refresh)); }
+  // Runs every refresh in one read snapshot, then renders metrics() in the
+  // text exposition format. `done` runs once, on a reader thread (or at
+  // once when the database is closed). A failed read still renders (those
+  // gauges keep their previous values) and counts
+  // dsh_metrics_refresh_failures_total. Thread-safe after Start.
+  void ScrapeMetrics(std::function<void(std::string text)> done);
+
   // Runs the io_context on `threads` threads, makes sure the global
   // interface session exists (when enabled) and starts the agents, which
   // pick up messages a previous run left pending.
@@ -111,6 +133,15 @@ class Host {
   // HTTP routes a plugin adds to the JSON API (the server serves them after
   // its own). Register them before the server is built; read-only after.
   void AddHttpRoute(HttpRoute route) { http_routes_.push_back(std::move(route)); }
+
+  // Retention (docs/CONFIG.md, "Retention"). Start runs a store::Pruner with
+  // the inbox's task (`retention.inbox_days`, keeping the keys every
+  // RetainedKeys lists) and the plugins' tasks, in small slices on its own
+  // thread; Stop ends it first. Register before Start.
+  void AddPruneTask(store::PruneTask task) { prune_tasks_.push_back(std::move(task)); }
+  void AddRetainedInboxKeys(agent::agent_store::RetainedKeys keys) { retained_keys_.push_back(std::move(keys)); }
+  // Null before Start and when nothing is to be pruned (every limit 0).
+  store::Pruner* pruner() { return pruner_.get(); }
   const std::vector<HttpRoute>& http_routes() const { return http_routes_; }
 
   // Every schema migration of the compiled-in modules.
@@ -119,10 +150,15 @@ class Host {
  private:
   Host(Profile profile, Config config, const Clock* clock) : profile_(std::move(profile)), config_(std::move(config)), clock_(clock) {}
   Status EnsureGlobalSession();
+  // The host's own metrics (host_metrics.cc): live agents, inbox depth, build info.
+  void AddHostMetrics();
+  // Builds and starts pruner_ from `retention.*` and the registered tasks.
+  void StartPruner();
 
   Profile profile_;
   Config config_;
   const Clock* clock_;
+  metrics::Registry metrics_;  // before everything that counts into it: destroyed after
   boost::asio::io_context ioc_;
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work_;
   std::vector<std::thread> threads_;
@@ -140,6 +176,12 @@ class Host {
   std::vector<std::function<Status()>> start_hooks_;
   std::vector<std::function<void()>> stop_hooks_;
   std::vector<HttpRoute> http_routes_;
+  std::vector<std::function<Status(store::Tx&)>> metrics_refreshes_;  // filled before Start, read-only after
+  metrics::Counter* metrics_refresh_failures_ = nullptr;            // set by AddHostMetrics
+  std::vector<store::PruneTask> prune_tasks_;
+  std::vector<agent::agent_store::RetainedKeys> retained_keys_;
+  std::optional<store::PrunerOptions> pruner_options_;
+  std::unique_ptr<store::Pruner> pruner_;  // after db_: stopped and destroyed before it
   std::vector<std::shared_ptr<void>> owned_;  // last: destroyed first
 };
 

@@ -74,6 +74,31 @@ Status CheckOrigin(const HttpRequest& req, std::string_view what) {
   return Status::Ok();
 }
 
+// Keeps a WebSocket in dsh_websocket_clients from its OnOpen to its OnClose.
+class CountedSession final : public WebSocketSession {
+ public:
+  CountedSession(std::shared_ptr<WebSocketSession> inner, metrics::Gauge& open) : inner_(std::move(inner)), open_(open) {}
+  void OnOpen(std::shared_ptr<WebSocketConnection> connection) override {
+    open_.Inc();
+    inner_->OnOpen(std::move(connection));
+  }
+  void OnMessage(std::string message) override { inner_->OnMessage(std::move(message)); }
+  void OnDrained() override { inner_->OnDrained(); }
+  void OnClose() override {
+    inner_->OnClose();
+    open_.Dec();
+  }
+
+ private:
+  std::shared_ptr<WebSocketSession> inner_;
+  metrics::Gauge& open_;
+};
+
+std::shared_ptr<WebSocketSession> Counted(std::shared_ptr<WebSocketSession> session, metrics::Gauge* open) {
+  if (open == nullptr) return session;
+  return std::make_shared<CountedSession>(std::move(session), *open);
+}
+
 HttpResponse Unavailable(std::string_view what) {
   return HttpResponse::FromError(
       Status(codes::kUnavailable, std::string(what) + " is not available on this host"));
@@ -270,6 +295,10 @@ void Api::Handle(HttpRequest req, Respond respond) const {
     return Readiness(req, std::move(respond));
   }
   if (req.path == kMcpPath) return HandleMcp(std::move(req), std::move(respond));
+  if (req.path == "/metrics") {
+    if (!Authorized(req, false)) return respond(Unauthorized());
+    return ServeMetrics(req, std::move(respond));
+  }
   if (req.path.rfind("/api/", 0) != 0 && (req.method == "GET" || req.method == "HEAD")) {
     return ServeWeb(req, std::move(respond));
   }
@@ -461,7 +490,7 @@ void Api::HandleUpgrade(HttpRequest req, UpgradeRespond respond) const {
   if (changes) {
     if (services_.events == nullptr) return respond(Unavailable("the change feed"));
     if (Status st = CheckQuery(req, {"token"}); !st.ok()) return respond(HttpResponse::FromError(st));
-    return respond(std::make_shared<ChangeFeed>(*services_.events));
+    return respond(Counted(std::make_shared<ChangeFeed>(*services_.events), changes_clients_));
   }
   if (services_.sessions == nullptr || services_.events == nullptr)
     return respond(Unavailable("the event stream"));
@@ -471,7 +500,7 @@ void Api::HandleUpgrade(HttpRequest req, UpgradeRespond respond) const {
   std::string id = params->at("id");
   session::SessionStore& store = *services_.sessions;
   session::EventHub& hub = *services_.events;
-  store.GetAsync(id, [&store, &hub, id, after = *after, options = options_.stream,
+  store.GetAsync(id, [&store, &hub, id, after = *after, options = options_.stream, open = stream_clients_,
                       respond = std::move(respond)](Result<session::SessionHeader> header) {
     if (!header.ok()) return respond(HttpResponse::FromError(header.status()));
     if (after > header->last_seq) {
@@ -479,8 +508,36 @@ void Api::HandleUpgrade(HttpRequest req, UpgradeRespond respond) const {
           InvalidArguments("`after` (" + std::to_string(after) + ") is beyond the last seq of session " + id +
                            " (" + std::to_string(header->last_seq) + ")")));
     }
-    respond(std::make_shared<EventStream>(store, hub, id, after, options));
+    respond(Counted(std::make_shared<EventStream>(store, hub, id, after, options), open));
   });
+}
+
+void Api::HandleMetricsListener(HttpRequest req, Respond respond) const {
+  if (req.path != "/metrics") {
+    return respond(HttpResponse::FromError(NotFound("this address serves only GET /metrics")));
+  }
+  ServeMetrics(req, std::move(respond));
+}
+
+void Api::ServeMetrics(const HttpRequest& req, Respond respond) const {
+  if (req.method != "GET" && req.method != "HEAD") return respond(MethodNotAllowed("GET"));
+  if (Status st = CheckQuery(req, {}); !st.ok()) return respond(HttpResponse::FromError(st));
+  if (services_.host == nullptr) return respond(Unavailable("metrics"));
+  services_.host->ScrapeMetrics([respond = std::move(respond), head = req.method == "HEAD"](std::string text) {
+    HttpResponse r;
+    r.content_type = std::string(metrics::Registry::kContentType);
+    if (!head) r.body = std::move(text);
+    respond(std::move(r));
+  });
+}
+
+void Api::AddMetrics() {
+  if (services_.host == nullptr) return;
+  auto& clients = services_.host->metrics().AddGaugeFamily(
+      "dsh_websocket_clients", "Open WebSocket connections, by feed (stream: a session's events; changes: the change feed).",
+      {"feed"});
+  stream_clients_ = &clients.WithLabels({"stream"});
+  changes_clients_ = &clients.WithLabels({"changes"});
 }
 
 void Api::StreamWithoutUpgrade(const PathParams&, HttpRequest, Respond respond) const {

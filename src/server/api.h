@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "agent/tool_registry.h"
+#include "base/metrics.h"
 #include "host/command_registry.h"
 #include "host/host.h"
 #include "host/http_route.h"
@@ -19,7 +20,7 @@
 namespace dsh::server {
 
 // The JSON API of docs/API.md over the host's services: token auth for
-// /api/* and /mcp, /healthz, /readyz, the routes of kRoutes (api.cc), the event stream
+// /api/*, /mcp and /metrics, /healthz, /readyz, the routes of kRoutes (api.cc), the event stream
 // WebSocket and the MCP endpoint (docs/MCP.md). Thread-safe; Handle and HandleUpgrade may be called
 // concurrently and respond once, possibly from another thread.
 class Api {
@@ -49,7 +50,9 @@ class Api {
   };
 
   Api(Options options, Services services)
-      : options_(std::move(options)), services_(std::move(services)), mcp_(services_.tools, options_.version) {}
+      : options_(std::move(options)), services_(std::move(services)), mcp_(services_.tools, options_.version) {
+    AddMetrics();
+  }
 
   // An HTTP request (HttpServer's HttpHandler).
   void Handle(HttpRequest req, Respond respond) const;
@@ -59,6 +62,10 @@ class Api {
   // response; a request with an `Origin` other than this
   // host's is `403 forbidden`.
   void HandleUpgrade(HttpRequest req, UpgradeRespond respond) const;
+  // The `--metrics-listen` listener's handler: `GET /metrics` without a
+  // token (that address is the operator's choice, loopback by default);
+  // anything else is 404.
+  void HandleMetricsListener(HttpRequest req, Respond respond) const;
 
  private:
   // A matched route's `{name}` path segments.
@@ -92,6 +99,13 @@ class Api {
   // the timeout on the host's io_context; whichever ends first answers.
   void Readiness(const HttpRequest& req, Respond respond) const;
 
+  // `GET /metrics` (docs/DEPLOY.md, "Metrics"): host::Host::ScrapeMetrics
+  // as text/plain version 0.0.4; 503 `unavailable` without a host. The
+  // caller checked the token (or needs none).
+  void ServeMetrics(const HttpRequest& req, Respond respond) const;
+  // Registers the server's own metrics (dsh_websocket_clients) with the host's registry.
+  void AddMetrics();
+
   void CallTool(const PathParams& params, HttpRequest req, Respond respond) const;
   void RunCommand(const PathParams& params, HttpRequest req, Respond respond) const;
   void ReadHeader(const PathParams& params, HttpRequest req, Respond respond) const;
@@ -115,6 +129,9 @@ class Api {
   Options options_;
   Services services_;
   McpEndpoint mcp_;  // over services_.tools: declared after it
+  // Open WebSockets by feed; null without a host.
+  metrics::Gauge* stream_clients_ = nullptr;
+  metrics::Gauge* changes_clients_ = nullptr;
 };
 
 }  // namespace dsh::server

@@ -136,5 +136,36 @@ TEST_F(ReadyzTest, NotReadyWhileTheSchemaIsNotThisBinarysVersion) {
   EXPECT_NE(newer.body.find("upgrade dsh"), std::string::npos) << newer.body;
 }
 
+// GET /metrics over the same real Host (docs/API.md): the token, HEAD, and
+// an answer even when the store's gauges cannot be read.
+using MetricsRouteTest = ReadyzTest;
+
+TEST_F(MetricsRouteTest, NeedsTheTokenAndStillAnswersWhenTheStoreIsClosed) {
+  auto get = [&](const std::string& method, const std::string& path, bool token) {
+    std::vector<std::pair<std::string, std::string>> headers;
+    if (token) headers.emplace_back("Authorization", "Bearer secret");
+    auto r = HttpRequestSync(method, base_ + path, "", headers, 10s);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : HttpClientResponse{};
+  };
+  EXPECT_EQ(get("GET", "/metrics", false).status, 401);
+  HttpClientResponse ok = get("GET", "/metrics", true);
+  EXPECT_EQ(ok.status, 200);
+  EXPECT_EQ(ok.headers["content-type"], "text/plain; version=0.0.4; charset=utf-8");
+  EXPECT_NE(ok.body.find("# TYPE dsh_store_commits_total counter\n"), std::string::npos) << ok.body;
+  EXPECT_NE(ok.body.find("\ndsh_metrics_refresh_failures_total 0\n"), std::string::npos) << ok.body;
+  HttpClientResponse head = get("HEAD", "/metrics", true);
+  EXPECT_EQ(head.status, 200);
+  EXPECT_TRUE(head.body.empty());
+  EXPECT_EQ(get("GET", "/metrics?x=1", true).status, 400);
+  EXPECT_EQ(get("DELETE", "/metrics", true).status, 405);
+
+  host_->database().Close();
+  HttpClientResponse closed = get("GET", "/metrics", true);
+  EXPECT_EQ(closed.status, 200);
+  EXPECT_NE(closed.body.find("\ndsh_metrics_refresh_failures_total 1\n"), std::string::npos) << closed.body;
+  EXPECT_NE(closed.body.find("\ndsh_inbox_pending_messages 0\n"), std::string::npos) << "kept its last value";
+}
+
 }  // namespace
 }  // namespace dsh::server

@@ -39,6 +39,18 @@ Database::Database(std::unique_ptr<ConnectionFactory> factory, DatabaseOptions o
     : factory_(std::move(factory)), options_(options), description_(factory_->Describe()) {
   options_.readers = std::max(options_.readers, 1);
   options_.max_batch = std::max<size_t>(options_.max_batch, 1);
+  if (metrics::Registry* m = options_.metrics) {
+    auto& commits = m->AddCounterFamily("dsh_store_commits_total",
+                                        "Write transactions that reached COMMIT, by outcome (committed or failed).",
+                                        {"result"});
+    commits_ok_ = &commits.WithLabels({"committed"});
+    commits_failed_ = &commits.WithLabels({"failed"});
+    commit_jobs_ = &m->AddHistogram("dsh_store_commit_jobs", "Write jobs per committed transaction (group commit).",
+                                    metrics::ExponentialBuckets(1, 2, 11));
+    commit_seconds_ = &m->AddHistogram("dsh_store_commit_seconds",
+                                       "Time from BEGIN until COMMIT returned, per write transaction.",
+                                       metrics::LatencyBuckets());
+  }
 }
 
 Status Database::Start(std::vector<Migration> migrations) {
@@ -387,6 +399,11 @@ size_t Database::CommitBatch(Connection& conn, std::vector<Pending>& batch, size
     if (commit.ok()) stats_.jobs += end - first;
     stats_.run_us += us(committing - began);
     stats_.commit_us += us(committed - committing);
+  }
+  if (commits_ok_ != nullptr) {
+    (commit.ok() ? commits_ok_ : commits_failed_)->Inc();
+    if (commit.ok()) commit_jobs_->Observe(static_cast<double>(end - first));
+    commit_seconds_->Observe(std::chrono::duration<double>(committed - began).count());
   }
   if (!commit.ok()) {
     Status rollback = conn.Rollback();

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/metrics.h"
 #include "base/status.h"
 #include "store/connection.h"
 
@@ -41,6 +42,11 @@ struct DatabaseOptions {
   // several machines share; re-measured every `clock_every`.
   const Clock* clock = nullptr;
   std::chrono::milliseconds clock_every{std::chrono::seconds(60)};
+  // Where the commit metrics go (docs/DEPLOY.md, "Metrics"):
+  // dsh_store_commits_total, dsh_store_commit_jobs,
+  // dsh_store_commit_seconds. Borrowed, must outlive the Database; none
+  // when null.
+  metrics::Registry* metrics = nullptr;
 };
 
 class Database;
@@ -224,6 +230,11 @@ class Database {
   Stats stats_;                      // GUARDED_BY(mu_)
   std::atomic<size_t> queued_writes_{0};  // write_queue_.size(), readable without mu_
   std::atomic<size_t> last_batch_{0};     // jobs in the writer's latest transaction
+  // From options_.metrics (all null without): counted once per transaction.
+  metrics::Counter* commits_ok_ = nullptr;
+  metrics::Counter* commits_failed_ = nullptr;
+  metrics::Histogram* commit_jobs_ = nullptr;
+  metrics::Histogram* commit_seconds_ = nullptr;
   // The writer thread's own: how long and for how many jobs TakeMore waits.
   std::chrono::steady_clock::time_point gather_until_;
   size_t target_ = 0;

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "base/status.h"
@@ -13,6 +14,11 @@ namespace dsh::plugins::loop {
 
 // The loop plugin's tables; pass them in HostOptions::plugin_migrations.
 std::vector<store::Migration> PluginMigrations();
+
+// The inbox keys (OccurrenceKey) of the occurrences that may still be
+// delivered again — open runs and failed ones waiting for a retry — which
+// inbox retention must keep however old (agent_store::RetainedKeys).
+Result<std::vector<std::string>> OccurrenceKeysToRetain(store::Tx& tx);
 
 // The plugin over a host (call after Host::Open, before Host::Start): the
 // scheduler (started with the host, stopped before its agents) and the tools

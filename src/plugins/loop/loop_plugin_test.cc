@@ -14,8 +14,10 @@
 
 #include "agent/agent_manager.h"
 #include "agent/agent_store.h"
+#include "agent/testing/event_waiter.h"
 #include "agent/testing/scripted_model.h"
 #include "base/testing/temp_dir.h"
+#include "plugins/loop/loop_plugin.h"
 #include "plugins/loop/loop_routes.h"
 #include "plugins/loop/loop_scheduler.h"
 #include "plugins/loop/loop_service.h"
@@ -23,6 +25,7 @@
 #include "plugins/loop/v1_import.h"
 #include "session/conversation.h"
 #include "session/event.h"
+#include "store/pruner.h"
 #include "store/testing/test_backend.h"
 
 namespace dsh::plugins::loop {
@@ -86,6 +89,7 @@ class LoopTest : public ::testing::TestWithParam<std::string> {
     SchedulerOptions options;
     options.max_wait = 20ms;
     options.claim_ttl = 30s;
+    options.metrics = &metrics_;
     return std::make_unique<LoopScheduler>(ioc_, *db_, *store_, *manager_, clock_, env, options);
   }
 
@@ -213,6 +217,7 @@ class LoopTest : public ::testing::TestWithParam<std::string> {
 
   store::testing::TestBackend backend_{GetParam(), /*fast=*/true};  // outlives the database
   FakeClock clock_;  // 2026-01-01T00:00:00Z
+  metrics::Registry metrics_;  // the schedulers' (kept across Close/Open, as counters are)
   session::EventHub hub_;
   ScriptedModel model_;
   agent::testing::SingleModelRouter router_{model_};
@@ -319,6 +324,31 @@ TEST_P(LoopTest, TheOccurrenceIsDeliveredAsTheLoopMessageWithWakeup) {
   // Wakeup: the cold session was resumed and took it as a turn.
   ASSERT_TRUE(model_.WaitForRequests(1));
   EXPECT_EQ(model_.requests().at(0).messages.back().text, messages[0]);
+}
+
+TEST_P(LoopTest, CountsClaimedDeliveredAndSkippedOccurrencesAndTheirLateness) {
+  std::string me = Session("default", Route("m1"));
+  Ok(From(me), "loop_create", {{"prompt", "e"}, {"schedule", Every(60)}});
+  Advance(60s);  // 00:01 delivered on time
+  Close();       // down from 00:01 to 00:11:30
+  clock_.Advance(10min + 30s);
+  Open();
+  ASSERT_TRUE(scheduler_->SettleForTesting());
+  ASSERT_EQ(LoopMessages(me).size(), 2u);
+  std::string text = metrics_.Render();
+  for (const char* want : {
+           "dsh_loop_occurrences_total{event=\"claimed\"} 2\n",
+           "dsh_loop_occurrences_total{event=\"delivered\"} 2\n",
+           "dsh_loop_occurrences_total{event=\"failed\"} 0\n",
+           "dsh_loop_occurrences_total{event=\"skipped\"} 9\n",  // 00:02 .. 00:10; 00:11 delivered 30 s late
+           "dsh_loop_delivery_lateness_seconds_bucket{le=\"0.0001\"} 1\n",
+           "dsh_loop_delivery_lateness_seconds_bucket{le=\"10\"} 1\n",
+           "dsh_loop_delivery_lateness_seconds_bucket{le=\"30\"} 2\n",
+           "dsh_loop_delivery_lateness_seconds_sum 30\n",
+           "dsh_loop_delivery_lateness_seconds_count 2\n",
+       }) {
+    EXPECT_NE(text.find(want), std::string::npos) << want << " in:\n" << text;
+  }
 }
 
 TEST_P(LoopTest, EveryAndCronRecoverAfterProcessRestartWithoutBurstReplay) {
@@ -717,6 +747,154 @@ TEST_P(LoopTest, TwoSchedulersOnOneProfileDeliverEachOccurrenceOnce) {
 
 session::Event V1Event(int64_t seq, int64_t at, Json data) {
   return session::Event{seq, std::string(kV1EventType), at, std::move(data)};
+}
+
+// Retention of the run history (retention.loop_runs, retention.loop_run_days)
+// and of the inbox keys of occurrences that may still be delivered again.
+constexpr int64_t kDay = 86'400'000;
+constexpr int64_t kHour = 3'600'000;
+
+class LoopRetentionTest : public LoopTest {
+ protected:
+  // A run row as ClaimDue and Record leave it; `result` nullopt = open.
+  void PutRun(const std::string& loop_id, int64_t nominal, std::optional<std::string> result) {
+    ASSERT_TRUE(db_->WriteSync([&](store::Tx& tx) {
+                      store::Value r = result ? store::Value(std::string_view(*result)) : store::Value(nullptr);
+                      return tx
+                          .Exec("INSERT INTO loop_runs (loop_id, nominal_at, claimed_at, claimed_by, claim_expires,"
+                                " attempts, skipped, skipped_capped, result) VALUES (?, ?, ?, 'h/1/x', ?, 1, 0, 0, ?)",
+                                {std::string_view(loop_id), nominal, nominal, nominal + 100 * kDay * 10, r})
+                          .status();
+                    }).ok());
+  }
+  std::vector<int64_t> Nominals(const std::string& loop_id) {
+    std::vector<int64_t> out;
+    for (const auto& r : Runs(loop_id)) out.push_back(r.nominal_at);
+    return out;
+  }
+  Result<store::Pruner::Stats> Prune(std::vector<store::PruneTask> tasks, int64_t slice_rows) {
+    store::Pruner pruner(*db_, clock_, std::move(tasks), {.slice_rows = slice_rows});
+    return pruner.RunRound();
+  }
+  std::string NewLoop(const std::string& me) {
+    return Ok(From(me), "loop_create", {{"prompt", "p"}, {"schedule", Every(3600)}})["loop_id"];
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Backends, LoopRetentionTest, store::testing::BackendNames(),
+                         store::testing::BackendTestName);
+
+TEST_P(LoopRetentionTest, RunHistoryKeepsTheNewestRunsPerLoopAndNoneOlderThanTheAge) {
+  scheduler_->Stop();  // the rows below are the whole history
+  std::string me = Session("default", Route("m1"));
+  std::string a = NewLoop(me), b = NewLoop(me);
+  int64_t now = ToUnixMillis(clock_.Now());
+  for (int i = 1; i <= 30; ++i) PutRun(a, now - i * kHour, "delivered");
+  for (int i = 1; i <= 4; ++i) PutRun(a, now - 100 * kDay - i * kHour, "failed");
+  for (int i = 1; i <= 5; ++i) PutRun(b, now - i * kHour, "delivered");
+  for (int i = 1; i <= 3; ++i) PutRun("loop_deleted_long_ago", now - 100 * kDay - i * kHour, "delivered");
+
+  auto round = Prune({registry::RunsPruneTask({10, 90 * kDay})}, 4);
+  ASSERT_TRUE(round.ok()) << round.status().ToString();
+  EXPECT_EQ(round->deleted, 4 + 3 + 20);
+  EXPECT_LE(round->max_slice, 4);  // bounded slices
+  std::vector<int64_t> newest;
+  for (int i = 1; i <= 10; ++i) newest.push_back(now - i * kHour);
+  EXPECT_EQ(Nominals(a), newest);
+  EXPECT_EQ(Nominals(b).size(), 5u);
+  EXPECT_TRUE(Runs("loop_deleted_long_ago").empty());
+
+  // A second round (another host's, or the next one) finds nothing more.
+  round = Prune({registry::RunsPruneTask({10, 90 * kDay})}, 4);
+  ASSERT_TRUE(round.ok());
+  EXPECT_EQ(round->deleted, 0);
+  // 0 keeps forever.
+  clock_.Advance(std::chrono::hours(24 * 1000));
+  round = Prune({registry::RunsPruneTask({0, 0})}, 4);
+  ASSERT_TRUE(round.ok());
+  EXPECT_EQ(round->deleted, 0);
+  EXPECT_EQ(Runs(a).size(), 10u);
+}
+
+TEST_P(LoopRetentionTest, OpenRunsRetriesAndALoopsNewestRunAreNeverPruned) {
+  scheduler_->Stop();
+  std::string me = Session("default", Route("m1"));
+  std::string a = NewLoop(me);
+  int64_t now = ToUnixMillis(clock_.Now());
+  int64_t newest = now - 200 * kDay, retrying = now - 250 * kDay, open = now - 300 * kDay;
+  PutRun(a, newest, "delivered");
+  PutRun(a, retrying, "failed");
+  PutRun(a, open, std::nullopt);  // claimed, never recorded
+  for (int i = 1; i <= 3; ++i) PutRun(a, now - 400 * kDay - i, "delivered");
+  ASSERT_TRUE(db_->WriteSync([&](store::Tx& tx) {
+                    return tx
+                        .Exec("UPDATE loops SET retry_nominal = ?, retry_at = ? WHERE loop_id = ?",
+                              {retrying, now + 30'000, std::string_view(a)})
+                        .status();
+                  }).ok());
+
+  auto round = Prune({registry::RunsPruneTask({1, 90 * kDay})}, 2);
+  ASSERT_TRUE(round.ok()) << round.status().ToString();
+  EXPECT_EQ(round->deleted, 3);
+  EXPECT_EQ(Nominals(a), (std::vector<int64_t>{newest, retrying, open}));
+  // Their inbox keys outlive inbox retention.
+  auto keys = db_->ReadValue<std::vector<std::string>>([](store::Tx& tx) { return OccurrenceKeysToRetain(tx); });
+  ASSERT_TRUE(keys.ok()) << keys.status().ToString();
+  std::sort(keys->begin(), keys->end());
+  std::vector<std::string> expected = {OccurrenceKey(a, open), OccurrenceKey(a, retrying)};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(*keys, expected);
+
+  // Once the loop is deleted nothing waits for a retry and no newest run is
+  // kept; the open run stays until it is finished.
+  Ok(From(me), "loop_delete", {{"loop_id", a}});
+  round = Prune({registry::RunsPruneTask({1, 90 * kDay})}, 2);
+  ASSERT_TRUE(round.ok());
+  EXPECT_EQ(Nominals(a), (std::vector<int64_t>{open}));
+}
+
+// The crash window of DESIGN.md, a month long: a host delivered an
+// occurrence, the turn consumed it, and the host died before recording it.
+// Inbox retention runs first; the occurrence's key survives it, so the host
+// that takes the claim over finds the duplicate and delivers nothing twice.
+TEST_P(LoopRetentionTest, AnOccurrenceTakenOverAfterTheInboxWindowIsStillDeliveredOnce) {
+  std::string me = Session("default", Route("m1"));
+  std::string id = Ok(From(me), "loop_create", {{"prompt", "one"}, {"schedule", After(10)}})["loop_id"];
+  scheduler_->Stop();
+  clock_.Advance(10s);
+  auto claims = db_->WriteValue<std::vector<registry::Claim>>([&](store::Tx& tx) {
+    int64_t now = ToUnixMillis(clock_.Now());
+    registry::ClaimOptions o{now, now, "dead-host", 30'000, 10};
+    return registry::ClaimDue(tx, o, [](const Schedule& s) { return Timetable::Make(s, TimeZone::Utc()); },
+                              [] { return std::string("unused"); });
+  });
+  ASSERT_TRUE(claims.ok() && claims->size() == 1u);
+  agent::testing::EventWaiter waiter(hub_);
+  for (const auto& [text, key] : std::vector<std::pair<std::string, std::string>>{
+           {LoopMessage(id, "one"), OccurrenceKey(id, claims->front().nominal)}, {"unrelated", "k"}}) {
+    std::promise<Result<agent::Delivered>> p;
+    manager_->Deliver({me, text, agent::DeliveryMode::kFollowup, true, key, Json::object()},
+                      [&](Result<agent::Delivered> r) { p.set_value(std::move(r)); });
+    ASSERT_TRUE(p.get_future().get().ok());
+  }
+  waiter.WaitForTurnEnds(me, 2);  // both consumed
+
+  clock_.Advance(std::chrono::hours(24 * 31));
+  auto round = Prune({agent::agent_store::InboxPruneTask(30, {OccurrenceKeysToRetain}),
+                      registry::RunsPruneTask({1000, 90 * kDay})},
+                     100);
+  ASSERT_TRUE(round.ok()) << round.status().ToString();
+  EXPECT_EQ(round->deleted, 1) << "the unrelated message only";
+
+  scheduler_ = MakeScheduler();
+  service_ = std::make_shared<LoopService>(*db_, *store_, *scheduler_, clock_);
+  scheduler_->Start();
+  Advance(1s);
+  EXPECT_EQ(LoopMessages(me), std::vector<std::string>{LoopMessage(id, "one")});
+  auto runs = Runs(id);
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].result, std::optional<std::string>("delivered"));
+  EXPECT_EQ(runs[0].attempts, 2);
 }
 
 TEST(LoopV1, TheFoldKeepsTheLoopsThatAreStillActiveWithTheirLatestNextAt) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <limits>
+#include <memory>
 #include <utility>
 
 #include "agent/agent_store.h"
@@ -65,6 +66,14 @@ std::vector<store::Migration> Migrations() {
            " PRIMARY KEY (session_id, v1_id))",
            // Profile-wide markers of the plugin ("v1_import": "done").
            "CREATE TABLE loop_settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+       }},
+      // Retention (RunsPruneTask): finished runs by age, and the loops
+      // waiting for a retry (RetryableOccurrences).
+      {"loop",
+       2,
+       {
+           "CREATE INDEX loop_runs_finished ON loop_runs (nominal_at, num) WHERE result IS NOT NULL",
+           "CREATE INDEX loops_retrying ON loops (loop_id) WHERE retry_nominal IS NOT NULL",
        }},
   };
 }
@@ -448,6 +457,144 @@ Result<std::vector<Run>> Runs(Tx& tx, const std::string& loop_id, int64_t limit,
                           OptText(row, 6), OptText(row, 7), row.Int(8), row.Int(9), row.Int(10) != 0});
         return Status::Ok();
       }));
+  return out;
+}
+
+namespace {
+
+Status DeleteRuns(Tx& tx, const std::vector<int64_t>& nums, int64_t& deleted) {
+  if (nums.empty()) return Status::Ok();
+  std::string sql = "DELETE FROM loop_runs WHERE result IS NOT NULL AND num IN (";
+  std::vector<Value> params;
+  params.reserve(nums.size());
+  for (size_t i = 0; i < nums.size(); ++i) {
+    sql += i ? ",?" : "?";
+    params.emplace_back(nums[i]);
+  }
+  sql += ")";
+  DSH_ASSIGN_OR_RETURN(int64_t n, tx.Exec(sql, params));
+  deleted += n;
+  return Status::Ok();
+}
+
+// Where a round of RunsPruneTask is (one host's; rounds of several hosts
+// may overlap, each deletes what is still there).
+struct RunsCursor {
+  bool capping = false;  // the age pass is over
+  int64_t nominal = std::numeric_limits<int64_t>::min();  // age pass: last run examined
+  int64_t num = std::numeric_limits<int64_t>::min();
+  std::string loop_id;  // count pass: loops up to here are done ("" = none yet)
+};
+
+// Age pass: up to `room` finished runs older than `cutoff`, from the cursor
+// on. True when it examined a full page (more may be due).
+Result<bool> PruneOld(Tx& tx, RunsCursor& c, int64_t cutoff, int64_t room, int64_t& deleted) {
+  std::vector<int64_t> doomed;
+  int64_t examined = 0;
+  DSH_RETURN_IF_ERROR(tx.Query(
+      "SELECT r.num, r.nominal_at, CASE WHEN l.loop_id IS NULL THEN 0 ELSE 1 END, l.retry_nominal,"
+      " (SELECT MAX(n.nominal_at) FROM loop_runs n WHERE n.loop_id = r.loop_id)"
+      " FROM loop_runs r LEFT JOIN loops l ON l.loop_id = r.loop_id"
+      " WHERE r.result IS NOT NULL AND r.nominal_at < ? AND (r.nominal_at > ? OR (r.nominal_at = ? AND r.num > ?))"
+      " ORDER BY r.nominal_at, r.num LIMIT ?",
+      {cutoff, c.nominal, c.nominal, c.num, room}, [&](const Row& row) {
+        ++examined;
+        c.num = row.Int(0);
+        c.nominal = row.Int(1);
+        bool loop_exists = row.Int(2) != 0;
+        bool retrying = !row.IsNull(3) && row.Int(3) == c.nominal;
+        bool newest = !row.IsNull(4) && row.Int(4) == c.nominal;
+        if (retrying || (loop_exists && newest)) return Status::Ok();
+        doomed.push_back(c.num);
+        return Status::Ok();
+      }));
+  DSH_RETURN_IF_ERROR(DeleteRuns(tx, doomed, deleted));
+  return examined == room;
+}
+
+// Count pass: loop by loop after the cursor, the finished runs beyond the
+// `max_runs` newest, at most `room` rows. True when it stopped for room.
+Result<bool> PruneBeyondCap(Tx& tx, RunsCursor& c, int64_t max_runs, int64_t room, int64_t& deleted) {
+  constexpr int kLoopsPerSlice = 256;
+  for (int loops = 0; loops < kLoopsPerSlice; ++loops) {
+    std::optional<std::string> loop_id;
+    DSH_RETURN_IF_ERROR(tx.Query("SELECT loop_id FROM loop_runs WHERE loop_id > ? ORDER BY loop_id LIMIT 1",
+                                 {std::string_view(c.loop_id)}, [&](const Row& row) {
+                                   loop_id = row.String(0);
+                                   return Status::Ok();
+                                 }));
+    if (!loop_id) return false;
+    // The newest run beyond the cap: it and everything older may go.
+    std::optional<int64_t> beyond;
+    DSH_RETURN_IF_ERROR(tx.Query(
+        "SELECT nominal_at FROM loop_runs WHERE loop_id = ? ORDER BY nominal_at DESC LIMIT 1 OFFSET ?",
+        {std::string_view(*loop_id), max_runs}, [&](const Row& row) {
+          beyond = row.Int(0);
+          return Status::Ok();
+        }));
+    if (beyond) {
+      std::optional<int64_t> retry;
+      DSH_RETURN_IF_ERROR(tx.Query("SELECT retry_nominal FROM loops WHERE loop_id = ?", {std::string_view(*loop_id)},
+                                   [&](const Row& row) {
+                                     if (!row.IsNull(0)) retry = row.Int(0);
+                                     return Status::Ok();
+                                   }));
+      int64_t left = room - deleted;
+      std::vector<int64_t> doomed;
+      bool full = false;
+      DSH_RETURN_IF_ERROR(tx.Query(
+          "SELECT num, nominal_at FROM loop_runs WHERE loop_id = ? AND nominal_at <= ? AND result IS NOT NULL"
+          " ORDER BY nominal_at LIMIT ?",
+          {std::string_view(*loop_id), *beyond, left + 1}, [&](const Row& row) {
+            if (retry && row.Int(1) == *retry) return Status::Ok();
+            if (static_cast<int64_t>(doomed.size()) == left) {
+              full = true;  // more of this loop than room: stay on it
+              return Status::Ok();
+            }
+            doomed.push_back(row.Int(0));
+            return Status::Ok();
+          }));
+      DSH_RETURN_IF_ERROR(DeleteRuns(tx, doomed, deleted));
+      if (full || deleted >= room) return true;
+    }
+    c.loop_id = *loop_id;
+  }
+  return true;  // more loops to look at: the next slice goes on from the cursor
+}
+
+}  // namespace
+
+store::PruneTask RunsPruneTask(RunRetention keep) {
+  auto cursor = std::make_shared<RunsCursor>();
+  return {"loop_runs", [keep, cursor](Tx& tx, int64_t now, int64_t max_rows) -> Result<store::PruneSlice> {
+            int64_t deleted = 0;
+            if (!cursor->capping) {
+              if (keep.max_age_ms > 0) {
+                DSH_ASSIGN_OR_RETURN(bool more, PruneOld(tx, *cursor, now - keep.max_age_ms, max_rows, deleted));
+                if (more) return store::PruneSlice{deleted, true};
+              }
+              cursor->capping = true;
+            }
+            if (keep.max_runs > 0 && deleted < max_rows) {
+              DSH_ASSIGN_OR_RETURN(bool more, PruneBeyondCap(tx, *cursor, keep.max_runs, max_rows, deleted));
+              if (more) return store::PruneSlice{deleted, true};
+            } else if (keep.max_runs > 0) {
+              return store::PruneSlice{deleted, true};
+            }
+            *cursor = RunsCursor{};  // the round is over; the next one starts afresh
+            return store::PruneSlice{deleted, false};
+          }};
+}
+
+Result<std::vector<Occurrence>> RetryableOccurrences(Tx& tx) {
+  std::vector<Occurrence> out;
+  auto add = [&](const Row& row) {
+    out.push_back({row.String(0), row.Int(1)});
+    return Status::Ok();
+  };
+  DSH_RETURN_IF_ERROR(tx.Query("SELECT loop_id, nominal_at FROM loop_runs WHERE result IS NULL", {}, add));
+  DSH_RETURN_IF_ERROR(
+      tx.Query("SELECT loop_id, retry_nominal FROM loops WHERE retry_nominal IS NOT NULL", {}, add));
   return out;
 }
 

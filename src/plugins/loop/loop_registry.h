@@ -10,6 +10,7 @@
 #include "plugins/loop/schedule.h"
 #include "store/connection.h"
 #include "store/database.h"
+#include "store/pruner.h"
 
 namespace dsh::plugins::loop {
 
@@ -22,7 +23,8 @@ namespace dsh::plugins::loop {
 //   loop_runs(num, loop_id, nominal_at, claimed_at, claimed_by,
 //             claim_expires, attempts, skipped, skipped_capped,
 //             target_session_id, message_id, delivered_at, result, error,
-//             note)  -- unique (loop_id, nominal_at)
+//             note)  -- unique (loop_id, nominal_at); finished runs
+//                          pruned by RunsPruneTask
 //   loop_v1_imports(session_id, v1_id, loop_id)  -- v1 loops imported once
 //   loop_settings(key, value)                    -- markers ("v1_import")
 //
@@ -178,6 +180,41 @@ Json RunJson(const Run& run);
 // nominal_at is unique per loop, so pages neither overlap nor leave gaps).
 Result<std::vector<Run>> Runs(store::Tx& tx, const std::string& loop_id, int64_t limit,
                               std::optional<int64_t> before = std::nullopt);
+
+// Retention of the run history (retention.loop_runs, retention.loop_run_days;
+// docs/LOOPS.md, "Run history"). 0 = no limit of that kind.
+struct RunRetention {
+  int64_t max_runs = 1000;                  // runs kept per loop (the newest by nominal_at)
+  int64_t max_age_ms = 90LL * 86'400'000;   // finished runs with an older nominal_at go
+};
+
+// The retention task of loop_runs, for store::Pruner. A round first deletes
+// finished runs older than max_age_ms (oldest first), then, loop by loop,
+// finished runs beyond the max_runs newest. It never deletes:
+//  - an open run (result IS NULL: claimed and not recorded, in flight or
+//    waiting to be taken over) — Record, the take-over in ClaimDue and the
+//    views' `running`/`overdue` state read it;
+//  - the run of an occurrence waiting for its retry (loops.retry_nominal):
+//    the retry reopens that very row and does nothing if it is gone;
+//  - the newest run of a loop that still exists (so a quiet loop keeps its
+//    last run, and the unique (loop_id, nominal_at) row of its latest
+//    occurrence stays). Older rows are not needed against a second
+//    delivery: a claim moves the loop's due_at past its occurrence in the
+//    same transaction, so a new claim's nominal_at is always later than
+//    every run of that loop.
+// Each slice reads and deletes in one transaction, and every write
+// transaction (claims, records) is serialized with it, so it cannot race a
+// claim or a retry. Deleting a row another host deleted first is a no-op.
+store::PruneTask RunsPruneTask(RunRetention keep);
+
+// The occurrences that may still be delivered again: open runs and the
+// failed occurrences waiting for a retry. Their inbox keys must outlive
+// inbox retention (agent_store::RetainedKeys).
+struct Occurrence {
+  std::string loop_id;
+  int64_t nominal = 0;
+};
+Result<std::vector<Occurrence>> RetryableOccurrences(store::Tx& tx);
 
 }  // namespace registry
 }  // namespace dsh::plugins::loop

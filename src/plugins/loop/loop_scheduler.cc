@@ -62,6 +62,21 @@ LoopScheduler::LoopScheduler(boost::asio::io_context& ioc, store::Database& db, 
       options_(options),
       strand_(boost::asio::make_strand(ioc)),
       timer_(strand_) {
+  if (metrics::Registry* m = options_.metrics) {
+    auto& events = m->AddCounterFamily(
+        "dsh_loop_occurrences_total",
+        "Loop occurrences by event: claimed (by this host, retries included), delivered (the inbox accepted "
+        "it), failed (a delivery attempt failed; it is retried), skipped (not delivered by the anti-burst rule "
+        "after downtime).",
+        {"event"});
+    claimed_ = &events.WithLabels({"claimed"});
+    delivered_ = &events.WithLabels({"delivered"});
+    failed_ = &events.WithLabels({"failed"});
+    skipped_ = &events.WithLabels({"skipped"});
+    lateness_ = &m->AddHistogram("dsh_loop_delivery_lateness_seconds",
+                                 "From an occurrence's nominal time until its inbox delivery was accepted.",
+                                 metrics::LatencyBuckets());
+  }
   options_.max_wait = std::clamp(options_.max_wait, std::chrono::milliseconds(1), std::chrono::milliseconds(60'000));
   options_.lookahead = std::clamp(options_.lookahead, std::chrono::milliseconds(0), options_.claim_ttl / 4);
 }
@@ -179,6 +194,12 @@ void LoopScheduler::Tick() {
         }
         bool full = static_cast<int>(batch->claims.size()) >= options_.batch;
         if (!batch->claims.empty()) AnnounceChange();
+        if (claimed_ != nullptr) {
+          claimed_->Inc(batch->claims.size());
+          for (const registry::Claim& claim : batch->claims) {
+            if (claim.attempts == 1 && claim.skipped > 0) skipped_->Inc(static_cast<uint64_t>(claim.skipped));
+          }
+        }
         {
           std::lock_guard lock(mu_);
           in_flight_ += static_cast<int64_t>(batch->claims.size());
@@ -205,6 +226,10 @@ void LoopScheduler::DeliverAndRecord(const registry::Claim& claim) {
   Deliver(claim, [this, claim](registry::Outcome out) {
     if (out.delivered && options_.on_step) options_.on_step(SchedulerStep::kDeliveryAccepted, claim);
     int64_t at = ToUnixMillis(clock_.Now());
+    if (delivered_ != nullptr) {
+      (out.delivered ? delivered_ : failed_)->Inc();
+      if (out.delivered) lateness_->Observe(static_cast<double>(std::max<int64_t>(at - claim.nominal, 0)) / 1000);
+    }
     db_.Write(
         [claim, out = std::move(out), at](store::Tx& tx) -> Status {
           DSH_RETURN_IF_ERROR(registry::Record(tx, claim, out, at));

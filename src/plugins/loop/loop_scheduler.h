@@ -13,6 +13,7 @@
 
 #include "agent/agent_manager.h"
 #include "base/clock.h"
+#include "base/metrics.h"
 #include "plugins/loop/loop_registry.h"
 #include "session/session_store.h"
 #include "store/database.h"
@@ -59,6 +60,10 @@ struct SchedulerOptions {
   // or io thread, before the scheduler goes on (a test may raise SIGKILL in
   // it). Null in production; then nothing is called.
   std::function<void(SchedulerStep, const registry::Claim&)> on_step;
+  // Where the occurrence counters go (docs/DEPLOY.md, "Metrics"):
+  // dsh_loop_occurrences_total{event}, dsh_loop_delivery_lateness_seconds.
+  // Borrowed, must outlive the scheduler; none when null.
+  metrics::Registry* metrics = nullptr;
 };
 
 // The `<loop>` message of one occurrence, with the prompt XML-escaped.
@@ -148,6 +153,12 @@ class LoopScheduler {
   int64_t pending_handlers_ = 0;  // GUARDED_BY(mu_)
   int64_t ticks_started_ = 0;   // GUARDED_BY(mu_)
   int64_t ticks_finished_ = 0;  // GUARDED_BY(mu_)
+  // From options_.metrics; all null without.
+  metrics::Counter* claimed_ = nullptr;
+  metrics::Counter* delivered_ = nullptr;
+  metrics::Counter* failed_ = nullptr;
+  metrics::Counter* skipped_ = nullptr;
+  metrics::Histogram* lateness_ = nullptr;
 };
 
 }  // namespace dsh::plugins::loop

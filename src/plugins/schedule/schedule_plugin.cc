@@ -54,7 +54,15 @@ Status RegisterScheduleTools(agent::ToolRegistry& tools, const std::shared_ptr<S
 
 Status RegisterSchedulePlugin(host::Host& host) {
   auto service = std::make_shared<ScheduleService>(host.io(), host.sessions(), host.agents(), host.clock(),
-                                                   HostTimeZone().name());
+                                                   HostTimeZone().name(), ScheduleOptions{.metrics = &host.metrics()});
+  // A raw pointer: the host owns the service (Own below) until it is
+  // destroyed, and nothing renders the metrics after the server stopped.
+  ScheduleService* counted = service.get();
+  host.metrics().AddCallback("dsh_reminders_active",
+                             "Active reminders of the sessions live on this host (cold sessions' are not counted).",
+                             metrics::Type::kGauge, {}, [counted] {
+                               return std::vector<metrics::Sample>{{{}, static_cast<double>(counted->ActiveReminders())}};
+                             });
   DSH_RETURN_IF_ERROR(RegisterScheduleTools(host.tools(), service));
   agent::AgentObserver observer;
   observer.live = [service](const session::SessionHeader& h) { service->OnLive(h); };

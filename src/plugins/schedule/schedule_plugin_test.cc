@@ -51,6 +51,7 @@ class ScheduleTest : public ::testing::Test {
                                                      agent::AgentEnvironment{}, options);
     ScheduleOptions schedule_options;
     schedule_options.max_wait = 20ms;
+    schedule_options.metrics = &metrics_;
     service_ = std::make_shared<ScheduleService>(ioc_, *store_, *manager_, clock_, "UTC", schedule_options);
     ASSERT_TRUE(RegisterScheduleTools(*tools_, service_).ok());
     agent::AgentObserver observer;
@@ -186,6 +187,7 @@ class ScheduleTest : public ::testing::Test {
   }
 
   dsh::testing::TempDir dir_;
+  metrics::Registry metrics_;  // outlives every service of the test
   std::shared_ptr<store::testing::Faults> faults_ = std::make_shared<store::testing::Faults>();
   FakeClock clock_;  // 2026-01-01T00:00:00Z
   ScriptedModel model_;
@@ -350,6 +352,24 @@ TEST_F(ScheduleTest, ADueReminderQueuesOneFollowupTurnAndRecordsItsDispatch) {
   Quiesce();
   EXPECT_EQ(Reminders(me).size(), 1u) << "once";
   EXPECT_EQ(ReminderRows(me), 1);
+}
+
+TEST_F(ScheduleTest, CountsActiveAndDispatchedRemindersForItsMetrics) {
+  std::string me = Live();
+  Ok(From(me), "schedule_create", {{"prompt", "soon"}, {"after_seconds", 10}});
+  Ok(From(me), "schedule_create", {{"prompt", "later"}, {"after_seconds", 3600}});
+  Quiesce();
+  EXPECT_EQ(service_->ActiveReminders(), 2);
+  EXPECT_NE(metrics_.Render().find("dsh_reminders_dispatched_total 0\n"), std::string::npos) << metrics_.Render();
+  clock_.Advance(10s);
+  ASSERT_TRUE(Eventually([&] { return Changes(me).size() == 3; })) << "dispatched";
+  Quiesce();
+  EXPECT_EQ(service_->ActiveReminders(), 1);
+  EXPECT_NE(metrics_.Render().find("dsh_reminders_dispatched_total 1\n"), std::string::npos) << metrics_.Render();
+  // A session that stops here takes its reminders out of the count.
+  WaitIdle(me);
+  manager_->EvictIdleForTesting();
+  ASSERT_TRUE(Eventually([&] { return service_->ActiveReminders() == 0; }));
 }
 
 TEST_F(ScheduleTest, TheWallClockSteppedBackFiresNothingEarlyAndSteppedForwardFiresOnce) {

@@ -38,6 +38,7 @@ struct ScheduleService::Entry {
   int64_t generation = 0;        // bumped when the owner goes or comes
   bool recheck_queued = false;
   int64_t hold_until = 0;        // after a failed dispatch: not before this (Unix ms)
+  int64_t active = 0;            // active reminders as of the owner's last fold
   boost::asio::steady_timer timer;
 };
 
@@ -51,9 +52,22 @@ ScheduleService::ScheduleService(boost::asio::io_context& ioc, session::SessionS
       host_zone_(std::move(host_zone)),
       options_(options) {
   options_.max_wait = std::clamp(options_.max_wait, std::chrono::milliseconds(1), std::chrono::milliseconds(60'000));
+  if (options_.metrics != nullptr) {
+    dispatched_ = &options_.metrics->AddCounter(
+        "dsh_reminders_dispatched_total", "Reminders this host delivered to their session (the dispatch committed).");
+  }
 }
 
 ScheduleService::~ScheduleService() { Stop(); }
+
+int64_t ScheduleService::ActiveReminders() const {
+  std::lock_guard lock(mu_);
+  int64_t n = 0;
+  for (const auto& [id, e] : entries_) {
+    if (e->owner) n += e->active;
+  }
+  return n;
+}
 
 // ---- the per-session queue -------------------------------------------------
 
@@ -338,6 +352,7 @@ void ScheduleService::Recheck(const std::shared_ptr<Entry>& e) {
         self->ArmLocked(e, self->NowMs() + self->options_.max_wait.count());
         return finished();
       }
+      e->active = static_cast<int64_t>(state->active.size());
       const Record* next = state->Earliest();
       if (next == nullptr) {
         e->timer.cancel();
@@ -389,8 +404,9 @@ void ScheduleService::Dispatch(const std::shared_ptr<Entry>& e, Record record, F
               failed("queueing " + record.id, r.status());
               return release();
             }
-            self->AppendChange(e, DispatchEvent(record.id), [record, failed, release](Status st) {
+            self->AppendChange(e, DispatchEvent(record.id), [self, record, failed, release](Status st) {
               if (!st.ok()) failed("recording the dispatch of " + record.id, st);
+              if (st.ok() && self->dispatched_ != nullptr) self->dispatched_->Inc();
               release();
             });
           });

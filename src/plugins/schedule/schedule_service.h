@@ -17,6 +17,7 @@
 #include "agent/agent_manager.h"
 #include "agent/tool.h"
 #include "base/clock.h"
+#include "base/metrics.h"
 #include "plugins/schedule/schedule_log.h"
 #include "session/session_store.h"
 
@@ -27,6 +28,9 @@ struct ScheduleOptions {
   // clock is read again at every wake (DESIGN.md "Time": at most 60 s). It
   // is also how soon a failed dispatch is tried again.
   std::chrono::milliseconds max_wait{60'000};
+  // Where dsh_reminders_dispatched_total goes (docs/DEPLOY.md, "Metrics").
+  // Borrowed, must outlive the service; none when null.
+  metrics::Registry* metrics = nullptr;
 };
 
 // Session-local reminders (spec 001 + 004): the three tools' operations and
@@ -77,6 +81,11 @@ class ScheduleService : public std::enable_shared_from_this<ScheduleService> {
   void OnLive(const session::SessionHeader& header);
   void OnStopped(const std::string& session_id);
 
+  // Active reminders (created, neither dispatched nor deleted) of the
+  // sessions whose owner is here, as of each owner's last look at its log
+  // (dsh_reminders_active). Reminders of cold sessions are not counted.
+  int64_t ActiveReminders() const;
+
   // Drops every owner, refuses new ones and waits for operations in flight.
   // Idempotent.
   void Stop();
@@ -117,6 +126,7 @@ class ScheduleService : public std::enable_shared_from_this<ScheduleService> {
   const Clock& clock_;
   std::string host_zone_;
   ScheduleOptions options_;
+  metrics::Counter* dispatched_ = nullptr;  // from options_.metrics
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

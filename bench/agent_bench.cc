@@ -30,7 +30,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -46,6 +45,7 @@
 #include "agent/agent_manager.h"
 #include "agent/model.h"
 #include "agent/tool_registry.h"
+#include "bench_cli.h"
 #include "bench_util.h"
 #include "session/event_hub.h"
 #include "session/session_store.h"
@@ -493,33 +493,33 @@ struct Bench {
 int main(int argc, char** argv) {
   Bench b;
   Args& args = b.args;
-  for (int i = 1; i < argc; ++i) {
-    auto is = [&](const char* flag) { return !std::strcmp(argv[i], flag) && i + 1 < argc; };
-    if (is("--dir")) args.dir = argv[++i];
-    else if (is("--sessions")) args.sessions = std::max(1, std::atoi(argv[++i]));
-    else if (is("--seconds")) args.seconds = std::atof(argv[++i]);
-    else if (is("--inflight")) args.inflight = std::max(1, std::atoi(argv[++i]));
-    else if (is("--threads")) args.threads = std::max(1, std::atoi(argv[++i]));
-    else if (is("--prompt-bytes")) args.prompt_bytes = static_cast<size_t>(std::max(0, std::atoi(argv[++i])));
-    else if (is("--wait") && (!std::strcmp(argv[i + 1], "turn") || !std::strcmp(argv[i + 1], "ack"))) {
-      args.wait_ack = !std::strcmp(argv[++i], "ack");
-    } else if (is("--sync") && (!std::strcmp(argv[i + 1], "full") || !std::strcmp(argv[i + 1], "normal"))) {
-      args.sync_full = !std::strcmp(argv[++i], "full");
-    } else if (is("--gather")) {
-      args.gather_us = std::max(0, std::atoi(argv[++i]));
-    } else if (is("--checkpoints") && (!std::strcmp(argv[i + 1], "background") || !std::strcmp(argv[i + 1], "writer"))) {
-      args.background_checkpoints = !std::strcmp(argv[++i], "background");
-    } else if (!std::strcmp(argv[i], "--quick")) {
-      args.quick = true;
-    } else {
-      std::fprintf(stderr,
-                   "usage: %s [--dir DIR] [--sessions N] [--seconds S] [--inflight K] [--wait turn|ack] "
-                   "[--sync full|normal] [--threads T] [--prompt-bytes B] [--gather US] "
-                   "[--checkpoints background|writer] [--quick]\n",
-                   argv[0]);
-      return 2;
-    }
-  }
+  CLI::App app("Load program for the agent runtime (docs/PERFORMANCE.md, \"Agent runtime\").", "agent_bench");
+  dsh::bench::UseBenchOptionDefaults(app);
+  app.add_option("--dir", args.dir, "directory of the database (default: a temporary one); emptied first");
+  app.add_option("--sessions", args.sessions, "live echo sessions")->check(dsh::bench::AtLeast(1));
+  app.add_option("--seconds", args.seconds, "length of the delivery window");
+  app.add_option("--inflight", args.inflight, "deliveries in flight")->check(dsh::bench::AtLeast(1));
+  app.add_option_function<std::string>(
+         "--wait", [&](const std::string& v) { args.wait_ack = v == "ack"; },
+         "a slot's next delivery: once its turn ended, or once Deliver acknowledged (open loop)")
+      ->check(CLI::IsMember({"turn", "ack"}))
+      ->default_str("turn");
+  app.add_option_function<std::string>(
+         "--sync", [&](const std::string& v) { args.sync_full = v == "full"; }, "SQLite synchronous mode")
+      ->check(CLI::IsMember({"full", "normal"}))
+      ->default_str("full");
+  app.add_option("--threads", args.threads, "threads running the io_context")->check(dsh::bench::AtLeast(1));
+  app.add_option("--prompt-bytes", args.prompt_bytes, "bytes of preset prompt per agent")
+      ->check(dsh::bench::AtLeast<size_t>(0));
+  app.add_option("--gather", args.gather_us, "DatabaseOptions::max_gather in µs; 0: off")
+      ->check(dsh::bench::AtLeast(0));
+  app.add_option_function<std::string>(
+         "--checkpoints", [&](const std::string& v) { args.background_checkpoints = v == "background"; },
+         "who runs WAL checkpoints (SqliteOptions::checkpoints)")
+      ->check(CLI::IsMember({"background", "writer"}))
+      ->default_str("background");
+  app.add_flag("--quick", args.quick, "a short run (the smoke test)");
+  if (auto exit_code = dsh::bench::ParseCommandLine(app, argc, argv)) return *exit_code;
   if (args.quick) {
     args.sessions = std::min(args.sessions, 50);
     args.seconds = std::min(args.seconds, 0.3);

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "base/json.h"
+#include "bench_cli.h"
 #include "time/cron_expr.h"
 #include "time/rfc3339.h"
 
@@ -38,7 +39,12 @@ int Fail(const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string path = argc > 1 ? argv[1] : DSH_CRON_CASES;
+  std::string path = DSH_CRON_CASES;
+  CLI::App app("Cron occurrences per second, chained Next() from fixed start instants; prints JSON lines.",
+               "cron_bench");
+  dsh::bench::UseBenchOptionDefaults(app);
+  app.add_option("cases", path, "the rules, zones, starts and chain lengths (bench/cron/cases.json)");
+  if (auto exit_code = dsh::bench::ParseCommandLine(app, argc, argv)) return *exit_code;
   std::ifstream in(path);
   if (!in) return Fail("cannot read " + path);
   std::stringstream text;

@@ -51,6 +51,7 @@
 #include "agent/agent_manager.h"
 #include "agent/tool_registry.h"
 #include "base/clock.h"
+#include "bench_cli.h"
 #include "bench_util.h"
 #include "host/host.h"
 #include "plugins/loop/loop_plugin.h"
@@ -465,35 +466,25 @@ struct Bench {
 int main(int argc, char** argv) {
   Bench b;
   Args& args = b.args;
-  for (int i = 1; i < argc; ++i) {
-    auto is = [&](const char* flag) { return !std::strcmp(argv[i], flag) && i + 1 < argc; };
-    if (is("--dir"))
-      args.dir = argv[++i];
-    else if (is("--loops"))
-      args.loops = std::max<int64_t>(10, std::atoll(argv[++i]));
-    else if (is("--service"))
-      args.service = std::max<int64_t>(1, std::atoll(argv[++i]));
-    else if (is("--sessions"))
-      args.sessions = std::max<int64_t>(1, std::atoll(argv[++i]));
-    else if (is("--late"))
-      args.late = std::max<int64_t>(1, std::atoll(argv[++i]));
-    else if (is("--late-seconds"))
-      args.late_seconds = std::max<int64_t>(1, std::atoll(argv[++i]));
-    else if (is("--burst"))
-      args.burst = std::max<int64_t>(1, std::atoll(argv[++i]));
-    else if (is("--threads"))
-      args.threads = static_cast<unsigned>(std::max(1, std::atoi(argv[++i])));
-    else if (!std::strcmp(argv[i], "--quick"))
-      args.quick = true;
-    else {
-      std::fprintf(
-          stderr,
-          "usage: %s [--dir DIR] [--loops N] [--service S] [--sessions K] [--late L] [--late-seconds T] "
-          "[--burst B] [--threads H] [--quick]\n",
-          argv[0]);
-      return 2;
-    }
-  }
+  using dsh::bench::AtLeast;
+  CLI::App app("Load program for the loop plugin (docs/PERFORMANCE.md, \"Loops\").", "loop_bench");
+  dsh::bench::UseBenchOptionDefaults(app);
+  app.add_option("--dir", args.dir, "directory of the profile (default: a temporary one); emptied first");
+  app.add_option("--loops", args.loops, "loops bulk-loaded through registry::Insert")
+      ->check(AtLeast<int64_t>(10));
+  app.add_option("--service", args.service, "more loops created through the loop_create tool")
+      ->check(AtLeast<int64_t>(1));
+  app.add_option("--sessions", args.sessions, "echo sessions the loops target")->check(AtLeast<int64_t>(1));
+  app.add_option("--late", args.late, "loops made due over --late-seconds (lateness)")
+      ->check(AtLeast<int64_t>(1));
+  app.add_option("--late-seconds", args.late_seconds, "seconds the --late loops' occurrences spread over")
+      ->check(AtLeast<int64_t>(1));
+  app.add_option("--burst", args.burst, "loops made due at once (throughput)")->check(AtLeast<int64_t>(1));
+  app.add_option("--threads", args.threads, "io threads of each host (default: as `dsh web` picks them)")
+      ->check(AtLeast(1u))
+      ->default_str("");
+  app.add_flag("--quick", args.quick, "a short run (the smoke test)");
+  if (auto exit_code = dsh::bench::ParseCommandLine(app, argc, argv)) return *exit_code;
   if (args.quick) {
     args.loops = std::min<int64_t>(args.loops, 5'000);
     args.service = std::min<int64_t>(args.service, 200);

@@ -39,6 +39,7 @@
 
 #include "app/testing/dsh_process.h"
 #include "base/json.h"
+#include "bench_cli.h"
 #include "server/http_client.h"
 
 using namespace std::chrono_literals;
@@ -131,34 +132,35 @@ class Driver {
 
 int main(int argc, char** argv) {
   Args args;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) Die("missing value for " + a);
-      return argv[++i];
-    };
-    if (a == "--dsh") args.dsh = next();
-    else if (a == "--dir") args.dir = next();
-    else if (a == "--sessions") args.sessions = std::stoi(next());
-    else if (a == "--loops") args.loops = std::stoi(next());
-    else if (a == "--kill-seconds") args.kill_seconds = std::stoi(next());
-    else if (a == "--min-kill-ms") args.min_kill_ms = std::stoi(next());
-    else if (a == "--max-kill-ms") args.max_kill_ms = std::stoi(next());
-    else if (a == "--max-after") args.max_after = std::stoi(next());
-    else if (a == "--settle-seconds") args.settle_seconds = std::stoi(next());
-    else if (a == "--seed") args.seed = static_cast<unsigned>(std::stoul(next()));
-    else if (a == "--quick") args.quick = true;
-    else Die("unknown argument " + a);
-  }
+  using dsh::bench::AtLeast;
+  CLI::App app("Crash-recovery load program for the loop scheduler (docs/PERFORMANCE.md, \"Loops\").",
+               "loop_crash_load");
+  dsh::bench::UseBenchOptionDefaults(app);
+  app.add_option("--dsh", args.dsh, "the dsh binary to run as `dsh web`");
+  app.add_option("--dir", args.dir,
+                 "directory of the profile and the hosts' logs (default: a temporary one)");
+  app.add_option("--sessions", args.sessions, "live sessions the loops target")->check(AtLeast(1));
+  app.add_option("--loops", args.loops, "`after` loops created")->check(AtLeast(1));
+  app.add_option("--kill-seconds", args.kill_seconds, "how long the host is SIGKILLed and restarted")
+      ->check(AtLeast(8));
+  app.add_option("--min-kill-ms", args.min_kill_ms, "shortest interval between kills")->check(AtLeast(100));
+  app.add_option("--max-kill-ms", args.max_kill_ms, "longest interval between kills; at least --min-kill-ms");
+  app.add_option("--max-after", args.max_after,
+                 "longest after_seconds of a loop (at most --kill-seconds - 5)");
+  app.add_option("--settle-seconds", args.settle_seconds,
+                 "seconds to wait after the last start before counting");
+  app.add_option("--seed", args.seed, "seed of the random choices")->default_str("random");
+  app.add_flag("--quick", args.quick, "a short run (the smoke test)");
+  if (auto exit_code = dsh::bench::ParseCommandLine(app, argc, argv)) return *exit_code;
   if (args.quick) {
     args.sessions = 3;
     args.loops = 30;
     args.kill_seconds = 12;
     args.settle_seconds = 6;
   }
-  if (args.kill_seconds < 8 || args.sessions < 1 || args.loops < 1 || args.min_kill_ms < 100 ||
-      args.max_kill_ms < args.min_kill_ms) {
-    Die("need --kill-seconds >= 8, --sessions and --loops >= 1, 100 <= --min-kill-ms <= --max-kill-ms");
+  if (args.max_kill_ms < args.min_kill_ms) {
+    std::fprintf(stderr, "loop_crash_load: --max-kill-ms must be at least --min-kill-ms\n");
+    return 2;
   }
   if (args.dir.empty()) args.dir = std::filesystem::temp_directory_path() / ("loop-crash-load-" + std::to_string(getpid()));
   std::filesystem::remove_all(args.dir);

@@ -46,7 +46,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -63,6 +62,7 @@
 #include "agent/tool_registry.h"
 #include "base/json.h"
 #include "base/schema.h"
+#include "bench_cli.h"
 #include "bench_util.h"
 #include "mcp/mcp_tools.h"
 
@@ -458,30 +458,24 @@ struct Bench {
 int main(int argc, char** argv) {
   Bench b;
   Args& args = b.args;
-  for (int i = 1; i < argc; ++i) {
-    auto is = [&](const char* flag) { return !std::strcmp(argv[i], flag) && i + 1 < argc; };
-    if (is("--root"))
-      args.root = argv[++i];
-    else if (is("--calls"))
-      args.calls = std::max(1, std::atoi(argv[++i]));
-    else if (is("--warmup"))
-      args.warmup = std::max(0, std::atoi(argv[++i]));
-    else if (is("--server-warmup"))
-      args.server_warmup = std::max(0, std::atoi(argv[++i]));
-    else if (is("--inflight"))
-      args.inflight = std::max(1, std::atoi(argv[++i]));
-    else if (is("--concurrent-calls"))
-      args.concurrent_calls = std::max(1, std::atoi(argv[++i]));
-    else if (!std::strcmp(argv[i], "--quick"))
-      args.quick = true;
-    else {
-      std::fprintf(stderr,
-                   "usage: %s [--root DIR] [--calls N] [--warmup W] [--server-warmup S] [--inflight C] "
-                   "[--concurrent-calls M] [--quick]\n",
-                   argv[0]);
-      return 2;
-    }
-  }
+  using dsh::bench::AtLeast;
+  CLI::App app(
+      "Load program for tool calls through a stdio MCP server (docs/PERFORMANCE.md, \"MCP tool calls\").",
+      "mcp_bench");
+  dsh::bench::UseBenchOptionDefaults(app);
+  app.add_option("--root", args.root, "the repository, whose node_modules hold server-everything");
+  app.add_option("--calls", args.calls, "measured sequential calls per tool")->check(AtLeast(1));
+  app.add_option("--warmup", args.warmup, "unmeasured calls before each sequential and concurrent figure")
+      ->check(AtLeast(0));
+  app.add_option("--server-warmup", args.server_warmup,
+                 "unmeasured calls warming up the server after its first --calls")
+      ->check(AtLeast(0));
+  app.add_option("--inflight", args.inflight, "concurrent callers, each one call at a time")
+      ->check(AtLeast(1));
+  app.add_option("--concurrent-calls", args.concurrent_calls, "calls in all in the concurrent figure")
+      ->check(AtLeast(1));
+  app.add_flag("--quick", args.quick, "a short run (the smoke test)");
+  if (auto exit_code = dsh::bench::ParseCommandLine(app, argc, argv)) return *exit_code;
   if (args.quick) {
     args.calls = std::min(args.calls, 100);
     args.warmup = std::min(args.warmup, 20);

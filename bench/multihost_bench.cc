@@ -56,7 +56,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -75,6 +74,7 @@
 #include <boost/asio/strand.hpp>
 
 #include "base/clock.h"
+#include "bench_cli.h"
 #include "bench_util.h"
 #include "host/host.h"
 #include "plugins/loop/loop_plugin.h"
@@ -884,36 +884,31 @@ struct Bench {
 int main(int argc, char** argv) {
   Bench b;
   Args& args = b.args;
-  for (int i = 1; i < argc; ++i) {
-    auto is = [&](const char* flag) { return !std::strcmp(argv[i], flag) && i + 1 < argc; };
-    if (is("--dir"))
-      args.dir = argv[++i];
-    else if (is("--pg"))
-      args.pg = argv[++i];
-    else if (is("--seconds"))
-      args.seconds = std::max(0.1, std::atof(argv[++i]));
-    else if (is("--sessions"))
-      args.sessions = std::max<int64_t>(1, std::atoll(argv[++i]));
-    else if (is("--late"))
-      args.late = std::max<int64_t>(1, std::atoll(argv[++i]));
-    else if (is("--late-seconds"))
-      args.late_seconds = std::max(0.1, std::atof(argv[++i]));
-    else if (is("--burst"))
-      args.burst = std::max<int64_t>(1, std::atoll(argv[++i]));
-    else if (is("--max-batch"))
-      args.max_batch = static_cast<size_t>(std::max(1, std::atoi(argv[++i])));
-    else if (is("--only") && (!std::strcmp(argv[i + 1], "appends") || !std::strcmp(argv[i + 1], "loops")))
-      args.only = argv[++i];
-    else if (!std::strcmp(argv[i], "--quick"))
-      args.quick = true;
-    else {
-      std::fprintf(stderr,
-                   "usage: %s [--dir DIR] [--pg CONNINFO] [--seconds S] [--sessions K] [--late L] "
-                   "[--late-seconds T] [--burst B] [--only appends|loops] [--max-batch N] [--quick]\n",
-                   argv[0]);
-      return 2;
-    }
-  }
+  using dsh::bench::AtLeast;
+  CLI::App app(
+      "Load program: the PostgreSQL backend and several hosts against SQLite (docs/PERFORMANCE.md, "
+      "\"PostgreSQL and several hosts\").",
+      "multihost_bench");
+  dsh::bench::UseBenchOptionDefaults(app);
+  app.add_option("--dir", args.dir,
+                 "directory of the SQLite files and the throwaway cluster (default: a temporary one)");
+  app.add_option("--pg", args.pg,
+                 "a PostgreSQL server of your own: key=value conninfo without dbname, a role with CREATEDB "
+                 "(default: a durable throwaway cluster in --dir)");
+  app.add_option("--seconds", args.seconds, "measured window of each append case, in seconds")
+      ->check(AtLeast(0.1));
+  app.add_option("--sessions", args.sessions, "live sessions the loops target")->check(AtLeast<int64_t>(1));
+  app.add_option("--late", args.late, "loops made due over --late-seconds (lateness)")
+      ->check(AtLeast<int64_t>(1));
+  app.add_option("--late-seconds", args.late_seconds, "seconds the --late loops' occurrences spread over")
+      ->check(AtLeast(0.1));
+  app.add_option("--burst", args.burst, "loops made due at once (throughput)")->check(AtLeast<int64_t>(1));
+  app.add_option("--only", args.only, "run only one half (default: both)")
+      ->check(CLI::IsMember({"appends", "loops"}));
+  app.add_option("--max-batch", args.max_batch, "DatabaseOptions::max_batch of the append case's handles")
+      ->check(AtLeast<size_t>(1));
+  app.add_flag("--quick", args.quick, "a short run (the smoke test)");
+  if (auto exit_code = dsh::bench::ParseCommandLine(app, argc, argv)) return *exit_code;
   if (args.quick) {
     args.seconds = std::min(args.seconds, 0.3);
     args.sessions = std::min<int64_t>(args.sessions, 10);

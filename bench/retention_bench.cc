@@ -39,6 +39,7 @@
 #include "agent/agent_store.h"
 #include "agent/model.h"
 #include "agent/tool_registry.h"
+#include "bench_cli.h"
 #include "bench_util.h"
 #include "session/event_hub.h"
 #include "session/session_store.h"
@@ -47,9 +48,12 @@
 #include "store/sqlite_connection.h"
 
 using namespace dsh;
+using dsh::bench::AtLeast;
 using dsh::bench::Fail;
 using dsh::bench::NowNs;
+using dsh::bench::ParseCommandLine;
 using dsh::bench::Percentile;
+using dsh::bench::UseBenchOptionDefaults;
 using Steady = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
@@ -291,43 +295,28 @@ struct Bench {
 int main(int argc, char** argv) {
   Bench b;
   Args& a = b.args;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s needs a value\n", arg.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (arg == "--dir")
-      a.dir = value();
-    else if (arg == "--postgres")
-      a.postgres = value();
-    else if (arg == "--rows")
-      a.rows = std::stoll(value());
-    else if (arg == "--sessions")
-      a.sessions = std::stoi(value());
-    else if (arg == "--rate")
-      a.rate = std::stoi(value());
-    else if (arg == "--seconds")
-      a.seconds = std::stod(value());
-    else if (arg == "--slice-rows")
-      a.slice_rows = std::stoll(value());
-    else if (arg == "--pause-ms")
-      a.pause_ms = std::stoi(value());
-    else if (arg == "--sync")
-      a.sync_full = value() == "full";
-    else if (arg == "--quick") {
-      a.quick = true;
-      a.rows = 20'000;
-      a.sessions = 20;
-      a.rate = 50;
-      a.seconds = 1;
-    } else {
-      std::fprintf(stderr, "unknown argument %s\n", arg.c_str());
-      return 2;
-    }
+  CLI::App app("Prunes a database of consumed inbox rows while deliveries go on; delivery latency with and "
+               "without pruning.",
+               "retention_bench");
+  UseBenchOptionDefaults(app);
+  app.add_option("--dir", a.dir, "Directory for the SQLite database (emptied first)");
+  app.add_option("--postgres", a.postgres, "Conninfo of an empty PostgreSQL database, instead of SQLite");
+  app.add_option("--rows", a.rows, "Consumed inbox rows to prune")->check(AtLeast<int64_t>(1));
+  app.add_option("--sessions", a.sessions, "Sessions the deliveries go to")->check(AtLeast(1));
+  app.add_option("--rate", a.rate, "Deliveries per second")->check(AtLeast(1));
+  app.add_option("--seconds", a.seconds, "Seconds of deliveries without pruning")->check(AtLeast(0.1));
+  app.add_option("--slice-rows", a.slice_rows, "Rows per pruning slice")->check(AtLeast<int64_t>(1));
+  app.add_option("--pause-ms", a.pause_ms, "Pause between slices, ms")->check(AtLeast(0));
+  std::string sync = a.sync_full ? "full" : "normal";
+  app.add_option("--sync", sync, "SQLite synchronous")->check(CLI::IsMember({"full", "normal"}));
+  app.add_flag("--quick", a.quick, "A small run (the smoke test)");
+  if (auto exit_code = ParseCommandLine(app, argc, argv)) return *exit_code;
+  a.sync_full = sync == "full";
+  if (a.quick) {
+    a.rows = std::min<int64_t>(a.rows, 20'000);
+    a.sessions = std::min(a.sessions, 20);
+    a.rate = std::min(a.rate, 50);
+    a.seconds = std::min(a.seconds, 1.0);
   }
   if (a.postgres.empty()) {
     if (a.dir.empty()) {

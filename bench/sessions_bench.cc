@@ -40,7 +40,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <future>
@@ -55,6 +54,7 @@
 #include "agent/agent_manager.h"
 #include "agent/tool_registry.h"
 #include "base/clock.h"
+#include "bench_cli.h"
 #include "bench_util.h"
 #include "host/host.h"
 #include "plugins/sessions/conversation_index.h"
@@ -627,35 +627,24 @@ struct Bench {
 int main(int argc, char** argv) {
   Bench b;
   Args& args = b.args;
-  for (int i = 1; i < argc; ++i) {
-    auto is = [&](const char* flag) { return !std::strcmp(argv[i], flag) && i + 1 < argc; };
-    if (is("--dir"))
-      args.dir = argv[++i];
-    else if (is("--sessions"))
-      args.sessions = std::max<int64_t>(kRecent + 1, std::atoll(argv[++i]));
-    else if (is("--live"))
-      args.live = std::max<int64_t>(1, std::atoll(argv[++i]));
-    else if (is("--calls"))
-      args.calls = std::max(1, std::atoi(argv[++i]));
-    else if (is("--inflight"))
-      args.inflight = std::max(1, std::atoi(argv[++i]));
-    else if (is("--read-turns"))
-      args.read_turns = std::max<int64_t>(1, std::atoll(argv[++i]));
-    else if (is("--long-events"))
-      args.long_events = std::max<int64_t>(7, std::atoll(argv[++i]));
-    else if (is("--threads"))
-      args.threads = static_cast<unsigned>(std::max(1, std::atoi(argv[++i])));
-    else if (!std::strcmp(argv[i], "--quick"))
-      args.quick = true;
-    else {
-      std::fprintf(
-          stderr,
-          "usage: %s [--dir DIR] [--sessions N] [--live L] [--calls C] [--inflight K] [--read-turns R] "
-          "[--long-events E] [--threads T] [--quick]\n",
-          argv[0]);
-      return 2;
-    }
-  }
+  using dsh::bench::AtLeast;
+  CLI::App app("Load program for the sessions plugin (docs/PERFORMANCE.md, \"Sessions\").", "sessions_bench");
+  dsh::bench::UseBenchOptionDefaults(app);
+  app.add_option("--dir", args.dir, "directory of the profile (default: a temporary one); emptied first");
+  app.add_option("--sessions", args.sessions, "persisted sessions, bulk-loaded")
+      ->check(AtLeast<int64_t>(kRecent + 1));
+  app.add_option("--live", args.live, "sessions made live")->check(AtLeast<int64_t>(1));
+  app.add_option("--calls", args.calls, "measured calls per figure")->check(AtLeast(1));
+  app.add_option("--inflight", args.inflight, "concurrent callers of session_status({})")->check(AtLeast(1));
+  app.add_option("--read-turns", args.read_turns, "turns of session 0's long conversation (session_read)")
+      ->check(AtLeast<int64_t>(1));
+  app.add_option("--long-events", args.long_events, "events of the long session (session_read of its log)")
+      ->check(AtLeast<int64_t>(7));
+  app.add_option("--threads", args.threads, "io threads of the host (default: as `dsh web` picks them)")
+      ->check(AtLeast(1u))
+      ->default_str("");
+  app.add_flag("--quick", args.quick, "a short run (the smoke test)");
+  if (auto exit_code = dsh::bench::ParseCommandLine(app, argc, argv)) return *exit_code;
   if (args.quick) {
     args.sessions = std::min<int64_t>(args.sessions, 2'000);
     args.live = std::min<int64_t>(args.live, 50);

@@ -2,7 +2,7 @@
 //
 //   store_bench [--dir DIR] [--seconds S] [--quick] [--appenders N] [--mode strands|inline|threads]
 //               [--wal-writes gathered|direct] [--gather US] [--checkpoints background|writer]
-//               [--no-baseline] [--no-reads]
+//               [--no-baseline] [--no-reads] [--metrics on|off]
 //
 // The selection flags run only part of it (for A/B comparisons of one case);
 // without them it runs everything below. The others turn off what the host
@@ -11,7 +11,8 @@
 // `--gather 0` makes each transaction take only the writes queued when it
 // begins (DatabaseOptions::max_gather, 300 µs by default), `--checkpoints writer`
 // leaves WAL checkpoints to SQLite, inside a COMMIT
-// (SqliteOptions::checkpoints).
+// (SqliteOptions::checkpoints), `--metrics off` leaves out the commit
+// metrics (DatabaseOptions::metrics; docs/DEPLOY.md, "Metrics").
 //
 // 1. Durable appends per second at synchronous=FULL with 1 and 64 concurrent
 //    appenders (each appends one event at a time to its own session and waits
@@ -23,7 +24,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <random>
@@ -36,6 +36,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
 
+#include "bench_cli.h"
 #include "bench_util.h"
 #include "session/session_store.h"
 #include "store/sqlite_connection.h"
@@ -59,6 +60,8 @@ struct Args {
 bool gather_wal_writes = true;       // --wal-writes
 int gather_us = 300;                 // --gather
 bool background_checkpoints = true;  // --checkpoints
+bool with_metrics = true;            // --metrics
+metrics::Registry bench_metrics;     // the commit metrics' registry, as the host's
 
 std::unique_ptr<store::Database> Open(const std::string& path, size_t max_batch) {
   auto db = store::Database::Open(
@@ -67,8 +70,10 @@ std::unique_ptr<store::Database> Open(const std::string& path, size_t max_batch)
                                .gather_wal_writes = gather_wal_writes,
                                .checkpoints = {.background = background_checkpoints}}),
       session::SessionStore::Migrations(),
-      store::DatabaseOptions{
-          .readers = 2, .max_batch = max_batch, .max_gather = std::chrono::microseconds(gather_us)});
+      store::DatabaseOptions{.readers = 2,
+                             .max_batch = max_batch,
+                             .max_gather = std::chrono::microseconds(gather_us),
+                             .metrics = with_metrics ? &bench_metrics : nullptr});
   if (!db.ok()) {
     std::fprintf(stderr, "open %s: %s\n", path.c_str(), db.status().ToString().c_str());
     std::exit(1);
@@ -187,44 +192,50 @@ Latency Measure(int runs, Fn fn) {
 
 int main(int argc, char** argv) {
   Args args;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--dir") && i + 1 < argc) args.dir = argv[++i];
-    else if (!std::strcmp(argv[i], "--seconds") && i + 1 < argc) args.seconds = std::atof(argv[++i]);
-    else if (!std::strcmp(argv[i], "--quick")) args.quick = true;
-    else if (!std::strcmp(argv[i], "--appenders") && i + 1 < argc) args.only_appenders = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--mode") && i + 1 < argc) {
-      ++i;
-      for (const auto& m : kModes) {
-        if (!std::strcmp(argv[i], m.name)) args.only_mode = static_cast<int>(m.mode);
-      }
-      if (args.only_mode < 0) return std::fprintf(stderr, "unknown mode '%s'\n", argv[i]), 2;
-    }
-    else if (!std::strcmp(argv[i], "--wal-writes") && i + 1 < argc) {
-      ++i;
-      if (std::strcmp(argv[i], "gathered") && std::strcmp(argv[i], "direct")) {
-        return std::fprintf(stderr, "unknown --wal-writes '%s' (gathered|direct)\n", argv[i]), 2;
-      }
-      gather_wal_writes = !std::strcmp(argv[i], "gathered");
-    }
-    else if (!std::strcmp(argv[i], "--gather") && i + 1 < argc) gather_us = std::max(0, std::atoi(argv[++i]));
-    else if (!std::strcmp(argv[i], "--checkpoints") && i + 1 < argc) {
-      ++i;
-      if (std::strcmp(argv[i], "background") && std::strcmp(argv[i], "writer")) {
-        return std::fprintf(stderr, "unknown --checkpoints '%s' (background|writer)\n", argv[i]), 2;
-      }
-      background_checkpoints = !std::strcmp(argv[i], "background");
-    }
-    else if (!std::strcmp(argv[i], "--no-baseline")) args.baseline = false;
-    else if (!std::strcmp(argv[i], "--no-reads")) args.reads = false;
-    else {
-      std::fprintf(stderr,
-                   "usage: %s [--dir DIR] [--seconds S] [--quick] [--appenders N] [--mode strands|inline|threads] "
-                   "[--wal-writes gathered|direct] [--gather US] [--checkpoints background|writer] "
-                   "[--no-baseline] [--no-reads]\n",
-                   argv[0]);
-      return 2;
-    }
-  }
+  using dsh::bench::AtLeast;
+  CLI::App app("Load program for the durable session store (docs/PERFORMANCE.md, \"Storage\").",
+               "store_bench");
+  dsh::bench::UseBenchOptionDefaults(app);
+  app.add_option("--dir", args.dir, "directory of the database (default: a temporary one)");
+  app.add_option("--seconds", args.seconds, "length of each append case");
+  app.add_flag("--quick", args.quick, "a short run (the smoke test)");
+  app.add_option("--appenders", args.only_appenders,
+                 "run the append cases with this many appenders only; 0: 1 and 64")
+      ->check(AtLeast(0));
+  std::vector<std::string> mode_names;
+  for (const auto& m : kModes) mode_names.emplace_back(m.name);
+  app.add_option_function<std::string>(
+         "--mode",
+         [&](const std::string& name) {
+           for (const auto& m : kModes) {
+             if (name == m.name) args.only_mode = static_cast<int>(m.mode);
+           }
+         },
+         "run the append cases in this mode only (default: all)")
+      ->check(CLI::IsMember(mode_names));
+  app.add_option_function<std::string>(
+         "--wal-writes", [](const std::string& v) { gather_wal_writes = v == "gathered"; },
+         "a commit's WAL frames as one write, or each as SQLite writes it (SqliteOptions::gather_wal_writes)")
+      ->check(CLI::IsMember({"gathered", "direct"}))
+      ->default_str("gathered");
+  app.add_option("--gather", gather_us,
+                 "DatabaseOptions::max_gather in µs; 0: only the writes queued when a transaction begins")
+      ->check(AtLeast(0));
+  app.add_option_function<std::string>(
+         "--checkpoints", [](const std::string& v) { background_checkpoints = v == "background"; },
+         "who runs WAL checkpoints (SqliteOptions::checkpoints)")
+      ->check(CLI::IsMember({"background", "writer"}))
+      ->default_str("background");
+  app.add_flag_callback(
+      "--no-baseline", [&] { args.baseline = false; }, "leave out the one-transaction-per-append baseline");
+  app.add_flag_callback(
+      "--no-reads", [&] { args.reads = false; }, "leave out the read cases");
+  app.add_option_function<std::string>(
+         "--metrics", [](const std::string& v) { with_metrics = v == "on"; },
+         "the commit metrics (DatabaseOptions::metrics)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->default_str("on");
+  if (auto exit_code = dsh::bench::ParseCommandLine(app, argc, argv)) return *exit_code;
   if (args.quick) args.seconds = std::min(args.seconds, 0.3);
   std::filesystem::path dir =
       args.dir.empty() ? std::filesystem::temp_directory_path() / "dsh-store-bench" : std::filesystem::path(args.dir);

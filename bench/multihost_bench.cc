@@ -875,7 +875,8 @@ struct Bench {
       }
     }
     std::fflush(stdout);
-    std::filesystem::remove_all(dir);  // the own cluster's directory is removed at exit, after it stopped
+    StopOwnCluster();  // before its directory (inside `dir`) goes: a server left without one keeps running
+    std::filesystem::remove_all(dir);
   }
 };
 

@@ -204,11 +204,17 @@ TEST_F(MetricsE2E, ATurnALoopAndAWebSocketMoveTheirMetrics) {
           {"session_id", id}}}});
 
   // Everything settles: the occurrence delivered, its turn ended, the
-  // stream's socket closed on the server's side.
+  // stream's socket closed on the server's side. The gauges read from the
+  // store come from a read that began before the counters were rendered, so
+  // one scrape may show the turn counted and its message still pending:
+  // they are waited for too.
   Json after = ScrapeUntil([](const Json& m) {
     return Value(m, "dsh_loop_occurrences", "dsh_loop_occurrences_total", {{"event", "delivered"}}) == 1 &&
            Value(m, "dsh_turns", "dsh_turns_total", {{"route", "echo/echo"}, {"result", "completed"}}) == 2 &&
-           Value(m, "dsh_websocket_clients", "dsh_websocket_clients", {{"feed", "stream"}}) == 0;
+           Value(m, "dsh_websocket_clients", "dsh_websocket_clients", {{"feed", "stream"}}) == 0 &&
+           Value(m, "dsh_inbox_pending_messages", "dsh_inbox_pending_messages") == 0 &&
+           Value(m, "dsh_agents_live", "dsh_agents_live", {{"status", "running"}}) == 0 &&
+           Value(m, "dsh_loops_active", "dsh_loops_active") == 1;
   });
   const Json echo = {{"route", "echo/echo"}};
   EXPECT_EQ(Value(after, "dsh_turns", "dsh_turns_total", {{"route", "echo/echo"}, {"result", "completed"}}),

@@ -110,7 +110,7 @@ TEST_P(PrunerTest, TwoPrunersOnOneDatabaseAtOnce) {
   ASSERT_TRUE(other_db.ok()) << other_db.status().ToString();
   Pruner a(*db_, clock_, {ExpiredNotes()}, {.slice_rows = 50});
   Pruner b(**other_db, clock_, {ExpiredNotes()}, {.slice_rows = 50});
-  Result<Pruner::Stats> ra = Status::Ok(), rb = Status::Ok();
+  Result<Pruner::Stats> ra = Status("not_run", "the round did not run"), rb = ra;
   std::thread ta([&] { ra = a.RunRound(); });
   std::thread tb([&] { rb = b.RunRound(); });
   ta.join();

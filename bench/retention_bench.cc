@@ -27,6 +27,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -210,8 +211,9 @@ struct Bench {
   // Paced deliveries until `until()` says stop; deliver → ack latencies.
   Latencies Deliveries(const std::function<bool()>& until) {
     std::mutex mu;
+    std::condition_variable answered;
     std::vector<double> ms;
-    std::atomic<int64_t> pending{0};
+    int64_t pending = 0;  // GUARDED_BY(mu)
     std::atomic<int64_t> failures{0};
     auto period = std::chrono::nanoseconds(1'000'000'000 / std::max(1, args.rate));
     auto next = Steady::now();
@@ -219,23 +221,24 @@ struct Bench {
       std::this_thread::sleep_until(next);
       next += period;
       int64_t sent = NowNs();
-      pending.fetch_add(1);
+      {
+        std::lock_guard lock(mu);
+        ++pending;
+      }
       manager->Deliver(
           agent::Delivery{ids[i % ids.size()], "a short message delivered while pruning runs",
                           agent::DeliveryMode::kSteer, true, std::nullopt, Json{{"origin", "bench"}}},
           [&, sent](Result<agent::Delivered> r) {
             if (!r.ok()) failures.fetch_add(1);
-            {
-              std::lock_guard lock(mu);
-              ms.push_back(static_cast<double>(NowNs() - sent) / 1e6);
-            }
-            pending.fetch_sub(1);
+            std::lock_guard lock(mu);
+            ms.push_back(static_cast<double>(NowNs() - sent) / 1e6);
+            if (--pending == 0) answered.notify_all();
           });
     }
-    while (pending.load() > 0) std::this_thread::sleep_for(1ms);
+    std::unique_lock lock(mu);
+    answered.wait(lock, [&] { return pending == 0; });
     if (failures.load() > 0)
       Fail("deliver", Status("bench", std::to_string(failures.load()) + " deliveries failed"));
-    std::lock_guard lock(mu);
     Latencies l;
     l.count = ms.size();
     l.p50 = Percentile(ms, 0.50);

@@ -301,11 +301,9 @@ TEST(HostRetention, AStartedHostPrunesOldConsumedInboxRowsInTheBackground) {
       continue;
     }
     ASSERT_NE((*host)->pruner(), nullptr);
-    // The pruner's own thread: wait (bounded) for its first round.
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while ((*host)->pruner()->stats().deleted < 15 && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
+    // The pruner's own thread: wait for its first round.
+    EXPECT_TRUE((*host)->pruner()->WaitFor([](const store::Pruner::Stats& s) { return s.deleted >= 15; },
+                                           std::chrono::seconds(20)));
     EXPECT_EQ((*host)->pruner()->stats().deleted, 15);
     EXPECT_LE((*host)->pruner()->stats().max_slice, 7);
     (*host)->Close();

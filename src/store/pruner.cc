@@ -31,6 +31,11 @@ Pruner::Stats Pruner::stats() const {
   return stats_;
 }
 
+bool Pruner::WaitFor(const std::function<bool(const Stats&)>& done, std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(mu_);
+  return progress_.wait_for(lock, timeout, [&] { return done(stats_); });
+}
+
 bool Pruner::Wait(std::chrono::milliseconds d) {
   std::unique_lock lock(mu_);
   // Pacing only (how often the pruner may take the writer), so the real
@@ -50,6 +55,7 @@ Result<bool> Pruner::RunSlice(PruneTask& task) {
     return Status::Ok();
   });
   std::lock_guard lock(mu_);
+  progress_.notify_all();  // with the stats below, under the lock
   ++stats_.slices;
   if (!st.ok()) {
     ++stats_.failures;

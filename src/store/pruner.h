@@ -86,6 +86,9 @@ class Pruner {
   Result<Stats> RunRound();
 
   Stats stats() const;
+  // Waits until `done(stats())` holds (checked after every slice) or
+  // `timeout` passed; returns whether it holds. For tests and benches.
+  bool WaitFor(const std::function<bool(const Stats&)>& done, std::chrono::milliseconds timeout) const;
 
  private:
   // Runs one slice of `task`; false when the round of this task is over.
@@ -101,6 +104,7 @@ class Pruner {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
+  mutable std::condition_variable progress_;  // a slice ended (WaitFor)
   bool stopping_ = false;  // GUARDED_BY(mu_)
   Stats stats_;            // GUARDED_BY(mu_)
   std::thread thread_;

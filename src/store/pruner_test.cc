@@ -128,11 +128,8 @@ TEST_P(PrunerTest, StartedItPrunesInTheBackgroundAndStopsPromptly) {
       *db_, clock_, {ExpiredNotes()},
       {.slice_rows = 100, .pause = std::chrono::milliseconds(1), .interval = std::chrono::hours(1)});
   pruner.Start();
-  // Waits for the background round to finish (a real thread: bounded poll).
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (pruner.stats().deleted < 300 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  // Waits for the background round to finish.
+  EXPECT_TRUE(pruner.WaitFor([](const Pruner::Stats& s) { return s.deleted >= 300; }, std::chrono::seconds(20)));
   auto started = std::chrono::steady_clock::now();
   pruner.Stop();  // it waits out its hour-long interval: Stop must not
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5));

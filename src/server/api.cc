@@ -143,7 +143,8 @@ Status CheckQuery(const HttpRequest& req, std::initializer_list<std::string_view
     if (!ok) {
       std::string list;
       for (std::string_view k : known) list += (list.empty() ? "" : ", ") + std::string(k);
-      return InvalidArguments("unknown query parameter `" + name + "` (expected " + list + ")");
+      return InvalidArguments("unknown query parameter `" + name + "` (expected " + (list.empty() ? "none" : list) +
+                              ")");
     }
   }
   return Status::Ok();

@@ -1,12 +1,11 @@
 #include "app/host_client.h"
 
 #include "host/profile.h"
-#include "server/http_client.h"
 
 namespace dsh::app {
 
 Result<HostClient> HostClient::ForProfile(const std::optional<std::string>& home) {
-  DSH_ASSIGN_OR_RETURN(host::Profile profile, host::Profile::Open(home));
+  DSH_ASSIGN_OR_RETURN(host::Profile profile, host::Profile::Find(home));
   DSH_ASSIGN_OR_RETURN(host::Profile::RunningHost running, profile.FindRunningHost());
   std::string url = running.url;
   if (!url.empty() && url.back() == '/') url.pop_back();
@@ -27,11 +26,26 @@ Result<Json> HostClient::Send(const std::string& method, const std::string& path
     if (!parsed.ok()) return Status(codes::kInternal, "the host answered with malformed JSON");
     return std::move(parsed).value();
   }
-  if (parsed.ok() && parsed->is_object() && parsed->contains("error") && (*parsed)["error"].is_object()) {
-    const Json& e = (*parsed)["error"];
-    return Status(e.value("code", "internal"), e.value("message", "(no message)"));
-  }
-  return Status(codes::kInternal, "the host answered HTTP " + std::to_string(res.status));
+  return ErrorFromBody(parsed.ok() ? *parsed : Json(),
+                       Status(codes::kInternal, "the host answered HTTP " + std::to_string(res.status)));
+}
+
+Result<server::HttpClientResponse> HostClient::PostRaw(const std::string& path, const std::string& body,
+                                                       std::chrono::seconds timeout) const {
+  return server::HttpRequestSync(
+      "POST", url_ + path, body,
+      {{"Authorization", "Bearer " + token_}, {"Accept", "application/json, text/event-stream"}}, timeout);
+}
+
+Status HostClient::ErrorFromBody(const Json& body, Status fallback) {
+  if (!body.is_object()) return fallback;
+  auto e = body.find("error");
+  if (e == body.end() || !e->is_object()) return fallback;
+  auto code = e->find("code");
+  auto message = e->find("message");
+  if (code == e->end() || !code->is_string() || code->get<std::string>().empty()) return fallback;
+  return Status(code->get<std::string>(),
+                message != e->end() && message->is_string() ? message->get<std::string>() : "(no message)");
 }
 
 }  // namespace dsh::app

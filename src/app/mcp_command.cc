@@ -9,9 +9,8 @@
 #include <utility>
 #include <variant>
 
+#include "app/host_client.h"
 #include "base/log.h"
-#include "host/profile.h"
-#include "server/http_client.h"
 #include "server/mcp_endpoint.h"
 
 namespace dsh::app {
@@ -76,11 +75,23 @@ class McpProxy {
   };
 
   // Forwards `message` (its text `body`) on a thread of its own, after
-  // reaping finished workers and waiting for a free slot.
+  // reaping finished workers. With every slot taken it answers a request at
+  // once with `unavailable` (and drops a notification): reading never stops,
+  // so the client's pings and later requests are still seen.
   void Start(McpMessage message, std::string body) {
     std::unique_lock lock(mu_);
     Reap(lock);
-    slot_free_.wait(lock, [&] { return in_flight_ < options_.max_in_flight; });
+    if (in_flight_ >= options_.max_in_flight) {
+      lock.unlock();
+      Status busy(codes::kUnavailable, "dsh mcp is already forwarding " + std::to_string(options_.max_in_flight) +
+                                           " requests to the host; try again once some are answered");
+      if (message.kind == McpMessage::Kind::kRequest) {
+        Write(HostError(message.id, busy));
+      } else {
+        Log("dropped a " + message.method + " notification: " + busy.message());
+      }
+      return;
+    }
     ++in_flight_;
     workers_.emplace_back();
     Worker* worker = &workers_.back();  // list elements stay put
@@ -133,27 +144,17 @@ class McpProxy {
       return std::nullopt;
     }
     if (parsed.ok() && parsed->is_object() && parsed->contains("jsonrpc")) return std::move(parsed).value();
-    if (parsed.ok() && parsed->is_object() && parsed->contains("error") && (*parsed)["error"].is_object()) {
-      const Json& e = (*parsed)["error"];
-      return HostError(message.id, Status(e.value("code", std::string(codes::kInternal)),
-                                          e.value("message", std::string("(no message)"))));
-    }
-    return HostError(message.id,
-                     Status(codes::kInternal, "the host answered HTTP " + std::to_string(res->status) +
-                                                  " without a JSON-RPC response"));
+    return HostError(message.id, HostClient::ErrorFromBody(
+                                     parsed.ok() ? *parsed : Json(),
+                                     Status(codes::kInternal, "the host answered HTTP " + std::to_string(res->status) +
+                                                                  " without a JSON-RPC response")));
   }
 
   // POST /mcp of the profile's running host, found anew for every message
-  // (HostClient::ForProfile's lookup) so that a restarted host is reached.
+  // (as `dsh tool` finds it) so that a restarted host is reached.
   Result<server::HttpClientResponse> Post(const std::string& body) const {
-    DSH_ASSIGN_OR_RETURN(host::Profile profile, host::Profile::Open(options_.home));
-    DSH_ASSIGN_OR_RETURN(host::Profile::RunningHost running, profile.FindRunningHost());
-    std::string url = running.url;
-    if (!url.empty() && url.back() == '/') url.pop_back();
-    return server::HttpRequestSync(
-        "POST", url + path_, body,
-        {{"Authorization", "Bearer " + running.token}, {"Accept", "application/json, text/event-stream"}},
-        std::chrono::hours(24));
+    DSH_ASSIGN_OR_RETURN(HostClient host, HostClient::ForProfile(options_.home));
+    return host.PostRaw(path_, body, options_.request_timeout);
   }
 
   void Write(const Json& message) {

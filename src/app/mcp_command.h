@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <iosfwd>
 #include <optional>
@@ -16,7 +17,10 @@ void AddMcpCommand(CLI::App& root, CommandContext& ctx);
 struct McpProxyOptions {
   std::optional<std::string> home;        // the profile (default $DSH_HOME, else ~/.dsh)
   std::optional<std::string> session_id;  // the calling session (`?session_id=`); root calls when absent
-  size_t max_in_flight = 32;              // requests forwarded at once; reading waits beyond it
+  size_t max_in_flight = 32;              // requests forwarded at once; more are answered `unavailable`
+  // A request the host has not answered by then gets `unavailable` (the
+  // host's tools answer in well under a second; a stopped host never does).
+  std::chrono::seconds request_timeout = std::chrono::minutes(5);
 };
 
 // The stdio transport: reads newline-delimited JSON-RPC messages from `in`

@@ -85,6 +85,11 @@ Result<Profile> Profile::Open(const std::optional<std::string>& home_flag) {
   return Profile(home);
 }
 
+Result<Profile> Profile::Find(const std::optional<std::string>& home_flag) {
+  DSH_ASSIGN_OR_RETURN(fs::path home, ResolveHome(home_flag));
+  return Profile(home);
+}
+
 Result<std::string> Profile::LoadOrCreateToken() const {
   fs::path p = token_path();
   std::error_code ec;

@@ -17,6 +17,10 @@ class Profile {
   // `--home`, else $DSH_HOME, else ~/.dsh. The directory is created (0700)
   // when missing. Errors: `io_error`.
   static Result<Profile> Open(const std::optional<std::string>& home_flag);
+  // The profile Open would give, without creating its directory: for
+  // commands that only look for a running host (`dsh tool`, `dsh mcp`), so
+  // that a mistyped --home creates nothing.
+  static Result<Profile> Find(const std::optional<std::string>& home_flag);
   // The absolute directory Open would use, without creating or checking it.
   static Result<std::filesystem::path> ResolveHome(const std::optional<std::string>& home_flag);
 

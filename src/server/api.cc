@@ -641,20 +641,24 @@ void Api::HandleMcp(HttpRequest req, Respond respond) const {
       return respond(HttpResponse::FromError(st));
     }
   }
-  if (const std::string* version = req.Header("mcp-protocol-version")) {
-    if (!McpEndpoint::SupportsVersion(*version)) {
-      std::string supported;
-      for (const auto& v : McpEndpoint::SupportedVersions()) supported += (supported.empty() ? "" : ", ") + v;
-      return respond(McpFailure(400, McpEndpoint::ErrorResponse(nullptr, McpEndpoint::kInvalidRequest,
-                                                                "unsupported MCP-Protocol-Version \"" + *version +
-                                                                    "\" (supported: " + supported + ")")));
-    }
-  }
   auto body = ParseJson(req.body);
   if (!body.ok()) return respond(McpFailure(400, McpEndpoint::ParseErrorResponse(body.status().message())));
   auto parsed = McpEndpoint::Parse(*body);
   if (const Json* error = std::get_if<Json>(&parsed)) return respond(McpFailure(400, *error));
   const McpMessage& message = std::get<McpMessage>(parsed);
+  // The header is the revision negotiated by `initialize`, so it binds every
+  // message after it; `initialize` itself negotiates in its params.
+  if (const std::string* version = req.Header("mcp-protocol-version");
+      version != nullptr && message.method != "initialize") {
+    if (!McpEndpoint::SupportsVersion(*version)) {
+      std::string supported;
+      for (const auto& v : McpEndpoint::SupportedVersions()) supported += (supported.empty() ? "" : ", ") + v;
+      return respond(McpFailure(400, McpEndpoint::ErrorResponse(message.kind == McpMessage::Kind::kRequest ? message.id : Json(nullptr),
+                                                                McpEndpoint::kInvalidRequest,
+                                                                "unsupported MCP-Protocol-Version \"" + *version +
+                                                                    "\" (supported: " + supported + ")")));
+    }
+  }
   if (message.kind != McpMessage::Kind::kRequest) {
     mcp_.Handle(message, caller, nullptr);  // never answers
     HttpResponse accepted;

@@ -101,7 +101,8 @@ std::variant<McpMessage, Json> McpEndpoint::Parse(const Json& message) {
     return invalid("`id` must be a string or an integer (got " + DescribeJson(*id_it) + ")");
   }
   Json params = Json::object();
-  if (auto p = message.find("params"); p != message.end()) {
+  // A null `params` is taken as none: some clients send it with notifications.
+  if (auto p = message.find("params"); p != message.end() && !p->is_null()) {
     if (!p->is_object()) return invalid("`params` must be an object");
     params = *p;
   }

@@ -344,6 +344,22 @@ TEST_F(McpRoutesTest, AnUnsupportedProtocolVersionHeaderIs400AndASupportedOneIsS
         PostMcp(Request("ping"), "", {{"Authorization", "Bearer secret"}, {"MCP-Protocol-Version", version}});
     EXPECT_EQ(r.status, 200) << version << " " << r.body;
   }
+  // `initialize` negotiates in its params, so a header sent with it (some
+  // clients send their newest revision) does not refuse the connection.
+  auto init = PostMcp(Request("initialize", {{"protocolVersion", "2025-11-25"}}), "",
+                      {{"Authorization", "Bearer secret"}, {"MCP-Protocol-Version", "2025-11-25"}});
+  EXPECT_EQ(init.status, 200) << init.body;
+  EXPECT_EQ(Body(init)["result"]["protocolVersion"], "2025-06-18") << init.body;
+}
+
+TEST_F(McpRoutesTest, ANullParamsIsTakenAsNone) {
+  auto notification = PostMcp(Json{{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}, {"params", nullptr}});
+  EXPECT_EQ(notification.status, 202) << notification.body;
+  auto ping = PostMcp(Json{{"jsonrpc", "2.0"}, {"id", 7}, {"method", "ping"}, {"params", nullptr}});
+  EXPECT_EQ(ping.status, 200) << ping.body;
+  EXPECT_EQ(Body(ping)["result"], Json::object()) << ping.body;
+  auto list = PostMcp(Json{{"jsonrpc", "2.0"}, {"id", 8}, {"method", "tools/list"}, {"params", nullptr}});
+  EXPECT_EQ(Body(list)["result"]["tools"].size(), 9u) << list.body;
 }
 
 }  // namespace

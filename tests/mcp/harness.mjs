@@ -22,10 +22,11 @@ export function cleanEnv() {
 }
 
 export class Host {
-  // A host on a fresh profile (<tmp>/profile), ready to serve.
-  static async start() {
+  // A host on a fresh profile (<tmp>/profile), or on the profile in `dir`
+  // that an earlier host left (see stop()), ready to serve.
+  static async start(dir) {
     const host = new Host();
-    host.dir = mkdtempSync(join(tmpdir(), "dsh-mcp-"));
+    host.dir = dir ?? mkdtempSync(join(tmpdir(), "dsh-mcp-"));
     host.home = join(host.dir, "profile");
     host.proc = spawn(binary, ["web", "--home", host.home, "--port", "0"], {
       env: cleanEnv(),
@@ -53,12 +54,17 @@ export class Host {
     return host;
   }
 
-  async close() {
+  // Stops the host and keeps its profile.
+  async stop() {
     if (this.proc && this.proc.exitCode === null) {
       const exited = new Promise((ok) => this.proc.once("exit", ok));
       this.proc.kill("SIGTERM");
       await exited;
     }
+  }
+
+  async close() {
+    await this.stop();
     rmSync(this.dir, { recursive: true, force: true });
   }
 

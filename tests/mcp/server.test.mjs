@@ -4,7 +4,7 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -12,6 +12,7 @@ import { createInterface } from "node:readline";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { McpError } from "@modelcontextprotocol/sdk/types.js";
 import { Host, binary, cleanEnv, until } from "./harness.mjs";
 
 const EXPOSED = [
@@ -181,8 +182,34 @@ describe("over stdio (dsh mcp)", () => {
     }
   });
 
+  test("a host restarted under a running dsh mcp: a call while it is down is unavailable, the next one works", async () => {
+    const restartable = await Host.start();
+    const client = new Client({ name: "dsh-mcp-test", version: "1.0.0" });
+    try {
+      await client.connect(new StdioClientTransport({
+        command: binary, args: ["mcp", "--home", restartable.home], env: cleanEnv(), stderr: "pipe",
+      }));
+      assert.equal((await client.listTools()).tools.length, EXPOSED.length);
+      await restartable.stop();
+      await assert.rejects(client.callTool({ name: "list_sessions", arguments: {} }), (e) => {
+        assert.ok(e instanceof McpError, String(e));
+        assert.equal(e.code, -32000);
+        assert.equal(e.data.code, "unavailable", JSON.stringify(e.data));
+        return true;
+      });
+      const again = await Host.start(restartable.dir);
+      restartable.proc = again.proc;
+      const r = await client.callTool({ name: "list_sessions", arguments: {} });
+      assert.equal(r.isError, false, JSON.stringify(r));
+    } finally {
+      await client.close();
+      await restartable.close();
+    }
+  });
+
   test("without a running host each request gets an error, notifications nothing, and EOF exits 0", async () => {
-    const home = mkdtempSync(join(tmpdir(), "dsh-mcp-nohost-"));
+    const dir = mkdtempSync(join(tmpdir(), "dsh-mcp-nohost-"));
+    const home = join(dir, "not-created");  // looking for a host creates no profile
     try {
       const proc = spawn(binary, ["mcp", "--home", home], { env: cleanEnv(), stdio: ["pipe", "pipe", "pipe"] });
       const lines = [];
@@ -204,8 +231,9 @@ describe("over stdio (dsh mcp)", () => {
         assert.equal(a.error.data.code, "unavailable");
       }
       assert.equal(byId.get("null").error.code, -32700);
+      assert.equal(existsSync(home), false, "dsh mcp created the profile directory");
     } finally {
-      rmSync(home, { recursive: true, force: true });
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
@@ -278,6 +306,23 @@ describe("dsh mcp against a stand-in host", () => {
     await got;
     assert.deepEqual(answers.map((a) => a.id), [2, 1]);
     assert.deepEqual(answers[1].result, { method: "tools/call" });
+
+    // With every slot taken (32 calls held by the host), a request is
+    // answered at once instead of stopping the reading.
+    for (let id = 100; id < 132; id++) {
+      send({ jsonrpc: "2.0", id, method: "tools/call", params: { name: "session_status", arguments: {} } });
+    }
+    await until("32 held tools/calls to reach the host", () => held.length === 33);
+    got = next();
+    send({ jsonrpc: "2.0", id: 3, method: "ping" });
+    await got;
+    const busy = answers.at(-1);
+    assert.equal(busy.id, 3, JSON.stringify(busy));
+    assert.equal(busy.error.code, -32000);
+    assert.equal(busy.error.data.code, "unavailable");
+    assert.match(busy.error.message, /already forwarding 32 requests/);
+    for (const answer of held.slice(1)) answer();
+    await until("the held calls' answers", () => answers.length === 3 + 32);
 
     proc.stdin.end();
     assert.equal(await exited, 0);

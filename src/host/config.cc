@@ -102,6 +102,9 @@ Spec Bool() {
   return s;
 }
 
+// MCP server names are tool name prefixes (`NAME__TOOL`, at most 64 characters).
+constexpr size_t kMaxMcpServerName = 32;
+
 // Provider names, preset ids, workspace ids and tool groups.
 constexpr const char* kIdPattern = "[a-z0-9_-]+";
 constexpr const char* kIdHint = "lowercase letters, digits, `_` and `-`";
@@ -401,7 +404,10 @@ Config Decode(const YAML::Node& root) {
       mcp::ServerSpec spec;
       spec.name = kv.first.Scalar();
       const YAML::Node& n = kv.second;
-      if (!n.IsMap()) continue;
+      if (!n.IsMap()) {  // `fs:` with nothing: kept, so that CheckMerged says what it lacks
+        by_name[spec.name] = std::move(spec);
+        continue;
+      }
       if (n["command"]) spec.command = n["command"].as<std::vector<std::string>>();
       if (n["env"] && n["env"].IsMap()) spec.env = n["env"].as<std::map<std::string, std::string>>();
       spec.cwd = StrOr(n, "cwd", "");
@@ -437,7 +443,19 @@ Status CheckMerged(const Config& c, const Origins& origins) {
                  "is required for a provider of type openai");
     }
   }
+  std::string declared;
+  for (const auto& m : c.mcp_servers) declared += (declared.empty() ? "" : ", ") + m.name;
   for (const auto& m : c.mcp_servers) {
+    // Tool names are `NAME__TOOL`, cut to the 64 characters model APIs take.
+    if (m.name.size() > kMaxMcpServerName) {
+      return Bad(origins.Of({"mcp", "servers", m.name}), "mcp.servers." + m.name,
+                 "is a name of " + std::to_string(m.name.size()) + " characters: at most " +
+                     std::to_string(kMaxMcpServerName) + ", to leave room for its tools' names");
+    }
+    if (!m.command.empty() && m.command[0].empty()) {
+      return Bad(origins.Of({"mcp", "servers", m.name, "command"}), "mcp.servers." + m.name + ".command",
+                 "must start with the program to run (got an empty string)");
+    }
     if (m.command.empty() == m.url.empty()) {
       return Bad(origins.Of({"mcp", "servers", m.name}), "mcp.servers." + m.name,
                  "needs either `command` (a stdio server) or `url` (a Streamable HTTP server), not both");
@@ -449,6 +467,18 @@ Status CheckMerged(const Config& c, const Origins& origins) {
     if (!m.url.empty() && (!m.env.empty() || !m.cwd.empty())) {
       return Bad(origins.Of({"mcp", "servers", m.name}), "mcp.servers." + m.name,
                  "`env` and `cwd` are for `command` servers; a `url` server takes `headers`");
+    }
+  }
+  for (const auto& p : c.presets) {
+    for (const auto& group : p.tool_groups) {
+      if (group.rfind("mcp:", 0) != 0) continue;
+      const std::string server = group.substr(4);
+      if (std::none_of(c.mcp_servers.begin(), c.mcp_servers.end(),
+                       [&](const mcp::ServerSpec& m) { return m.name == server; })) {
+        return Bad(origins.Of({"presets", p.id, "tools"}), "presets." + p.id + ".tools",
+                   "names the MCP server `" + server + "`, which `mcp.servers` does not declare (declared: " +
+                       (declared.empty() ? "none" : declared) + ")");
+      }
     }
   }
   // The writer finishes a checkpoint inline below finish_frames, asks the

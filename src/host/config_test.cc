@@ -727,6 +727,14 @@ TEST(Config, ABadMcpServerIsNamedWithWhatIsWrong) {
       {"mcp:\n  servers:\n    fs: {command: [a], timeout: 0}\n", "`mcp.servers.fs.timeout` must be an integer from 1"},
       {"mcp:\n  servers:\n    fs: {command: [a], tools: [x]}\n", "unknown key `mcp.servers.fs.tools`"},
       {"presets:\n  p: {tools: [\"mcp:\"]}\n", "`presets.p.tools[0]` must be a tool group name"},
+      {"mcp:\n  servers:\n    fs:\n", "`mcp.servers.fs` needs either `command`"},
+      {"mcp:\n  servers:\n    fs: {command: [\"\", x]}\n", "`mcp.servers.fs.command` must start with the program"},
+      {"mcp:\n  servers:\n    fs: {command: [a]}\npresets:\n  p: {tools: [mcp:fz]}\n",
+       "`presets.p.tools` names the MCP server `fz`, which `mcp.servers` does not declare (declared: fs)"},
+      {"presets:\n  p: {tools: [mcp:fs]}\n",
+       "`presets.p.tools` names the MCP server `fs`, which `mcp.servers` does not declare (declared: none)"},
+      {"mcp:\n  servers:\n    a234567890123456789012345678901234567890: {command: [a]}\n",
+       "`mcp.servers.a234567890123456789012345678901234567890` is a name of 40 characters: at most 32"},
   };
   for (const auto& c : cases) {
     auto r = ParseConfigText("x.yml", c.yaml);

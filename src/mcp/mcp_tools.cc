@@ -1,6 +1,7 @@
 #include "mcp/mcp_tools.h"
 
 #include <set>
+#include <thread>
 
 #include "base/json_schema.h"
 #include "base/log.h"
@@ -51,11 +52,13 @@ std::string Str(const Json& object, const char* key) {
   return it != object.end() && it->is_string() ? it->get<std::string>() : "";
 }
 
-// The size of base64 `data` once decoded.
+// The size of base64 `data` once decoded (padded or not; for a summary, so
+// malformed data gives a guess, never an underflow).
 size_t DecodedSize(const std::string& data) {
   size_t pad = 0;
   while (pad < data.size() && pad < 2 && data[data.size() - 1 - pad] == '=') ++pad;
-  return data.size() / 4 * 3 - pad;
+  const size_t chars = data.size() - pad;
+  return chars / 4 * 3 + (chars % 4) * 3 / 4;
 }
 
 std::string Summary(const std::string& what, const std::string& mime, const std::string& base64) {
@@ -109,14 +112,16 @@ Result<Json> ToolResultForModel(const std::string& tool, const Json& result) {
   bool text_only = true;
   Json items = Json::array();
   std::string text;
-  const Json& content = result.value("content", Json::array());
-  for (const Json& item : content.is_array() ? content : Json::array()) {
+  auto content = result.find("content");
+  for (const Json& item : content != result.end() && content->is_array() ? *content : Json::array()) {
     if (!item.is_object()) continue;
     items.push_back(ConvertItem(item, text_only));
     if (items.back()["type"] == "text")
       text += (text.empty() ? "" : "\n") + items.back()["text"].get<std::string>();
   }
-  if (result.value("isError", false)) {
+  // Read with a type check: a server's `"isError": null` must not throw.
+  auto is_error = result.find("isError");
+  if (is_error != result.end() && is_error->is_boolean() && is_error->get<bool>()) {
     return Status(codes::kMcpError,
                   tool + ": " + (text.empty() ? std::string("the tool reported an error") : text));
   }
@@ -158,8 +163,12 @@ void McpServers::Start() {
 }
 
 void McpServers::Stop() {
+  // All at once: a stdio server that ignores the end of its input takes up
+  // to 4 s to end (SIGTERM after 2 s, SIGKILL after 2 more).
+  std::vector<std::thread> stopping;
+  for (auto& s : servers_) stopping.emplace_back([client = s->client] { client->Stop(); });
+  for (auto& t : stopping) t.join();
   for (auto& s : servers_) {
-    s->client->Stop();
     (void)registry_.ReplaceGroup("mcp:" + s->client->name(), {});
     s->tools = 0;
   }

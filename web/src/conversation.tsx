@@ -1,5 +1,5 @@
 import MarkdownIt from "markdown-it";
-import { useEffect, useMemo, useRef, useState } from "preact/hooks";
+import { useEffect, useLayoutEffect, useMemo, useRef, useState } from "preact/hooks";
 import { api, streamUrl, type StoredEvent } from "./api";
 import {
   addDelta,
@@ -130,7 +130,9 @@ export function Conversation({
 
   const blocks = useMemo(() => blocksOf(conv.events), [conv.events]);
   const running = blocks.length > 0 && blocks[blocks.length - 1].kind === "running";
-  useEffect(() => onRunning(running), [running]);
+  // Before the browser paints: the composer's Stop must go in the same frame
+  // as the block that ends the turn, never a frame later.
+  useLayoutEffect(() => onRunning(running), [running]);
   useEffect(() => onLastSeq(conv.lastSeq), [conv.lastSeq]);
 
   useEffect(() => {

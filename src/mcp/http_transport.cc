@@ -116,10 +116,11 @@ struct HttpTransport::Exchange {
   long status = 0;
   bool streaming = false;  // a 2xx text/event-stream
   agent::SseParser sse;
-  size_t event_bytes = 0;  // bytes since the last complete event
-  std::string buffered;    // a JSON body, or the start of an error body
-  bool delivered = false;  // a message went to OnMessage
-  bool answered = false;   // the answer to `request_id` did
+  size_t event_bytes = 0;    // bytes since the last complete event
+  std::string buffered;      // a JSON body, or the start of an error body
+  bool received = false;     // a 2xx event stream's body began (a keep-alive comment counts)
+  bool answered = false;     // the answer to `request_id` went to OnMessage
+  Clock::time_point opened;  // the GET stream's: when it was asked for
   std::optional<Status> abort;
 
   std::string Reason(CURLcode code) const { return error[0] != '\0' ? error : curl_easy_strerror(code); }
@@ -133,7 +134,6 @@ struct HttpTransport::Exchange {
   void DeliverPayload(Json payload) {
     internal::ForEachMessage(transport.spec_.name, std::move(payload), [this](Json message) {
       if (request_id && IsAnswerTo(message, *request_id)) answered = true;
-      delivered = true;
       transport.DeliverOne(std::move(message));
     });
   }
@@ -154,6 +154,7 @@ struct HttpTransport::Exchange {
     if (transport.Stopping()) return false;
     if (!classified) Classify();
     if (streaming) {
+      received = true;
       std::vector<agent::SseEvent> events = sse.Feed(bytes);
       event_bytes = events.empty() ? event_bytes + bytes.size() : 0;
       if (event_bytes > kMaxBody) {
@@ -161,7 +162,9 @@ struct HttpTransport::Exchange {
         return false;
       }
       for (const agent::SseEvent& event : events) DeliverEvent(event);
-      return true;
+      // The request is answered: end the transfer (FinishPost reports Ok)
+      // rather than wait for a server that keeps the stream open.
+      return !(kind == Kind::kPost && answered);
     }
     const size_t limit = Is2xx(status) ? kMaxBody : kMaxErrorBody;
     if (buffered.size() + bytes.size() > limit) {
@@ -403,6 +406,7 @@ void HttpTransport::OpenEventStream() {
     return;
   }
   curl_easy_setopt(x->easy.get(), CURLOPT_HTTPGET, 1L);
+  x->opened = Clock::now();
   stream_ = EventStream::kOpen;
   Launch(std::move(x));
 }
@@ -472,40 +476,40 @@ void HttpTransport::FinishEventStream(Exchange& x, int curl_code) {
   const auto code = static_cast<CURLcode>(curl_code);
   stream_ = EventStream::kOff;
   if (Stopping()) return;
-  if (x.abort) {
-    spdlog::warn("mcp {}: closed its event stream: {}", spec_.name, x.abort->message());
-    return;
-  }
+  if (x.abort) return ScheduleStreamRetry(x, x.abort->message());
   if (code == CURLE_OK && !x.classified) x.Classify();
   if (code == CURLE_OK && !x.streaming) {  // refused
     if (x.status == 405) {
       spdlog::debug("mcp {}: the server offers no event stream (HTTP 405)", spec_.name);
-    } else if (x.status == 404 && x.carried_session) {
-      SessionExpired();
-    } else {
-      spdlog::warn("mcp {}: the server refused the event stream: HTTP {} {}", spec_.name, x.status,
-                   Excerpt(Trim(x.buffered)));
+      return;
     }
+    if (x.status == 404 && x.carried_session) return SessionExpired();
+    std::string why = "HTTP " + std::to_string(x.status);
+    if (!IsBlank(x.buffered)) why += ": " + Excerpt(Trim(x.buffered));
+    // A server error or a proxy's may pass; any other answer will not.
+    if (x.status >= 500 || x.status == 408 || x.status == 429) return ScheduleStreamRetry(x, why);
+    spdlog::warn("mcp {}: the server refused the event stream ({}); not reopening it", spec_.name, why);
     return;
   }
   if (code == CURLE_OK) {
     for (const agent::SseEvent& event : x.sse.Finish()) x.DeliverEvent(event);
   }
   // The stream dropped, or could not connect.
-  if (x.delivered) stream_retries_left_ = 1;  // it worked: a later drop gets its retry again
-  ScheduleStreamRetry(code == CURLE_OK ? "the server ended it" : x.Reason(code));
+  ScheduleStreamRetry(x, code == CURLE_OK ? "the server ended it" : x.Reason(code));
 }
 
-void HttpTransport::ScheduleStreamRetry(const std::string& why) {
-  if (stream_retries_left_ <= 0) {
-    spdlog::warn("mcp {}: the event stream dropped again ({}); not reopening it", spec_.name, why);
-    return;
+void HttpTransport::ScheduleStreamRetry(const Exchange& stream, const std::string& why) {
+  // A stream that got bytes (keep-alive comments too) or lasted was no
+  // failed attempt: a proxy's idle timeout, say. The backoff starts over.
+  if (!stream.abort && (stream.received || Clock::now() - stream.opened >= options_.stream_retry_max_delay)) {
+    stream_retry_delay_ = options_.stream_retry_delay;
   }
-  --stream_retries_left_;
+  const milliseconds delay = stream_retry_delay_;
+  stream_retry_delay_ = std::min(stream_retry_delay_ * 2, options_.stream_retry_max_delay);
   spdlog::info("mcp {}: the event stream dropped ({}); reopening it in {} ms", spec_.name, why,
-               options_.stream_retry_delay.count());
+               delay.count());
   stream_ = EventStream::kWanted;
-  stream_retry_at_ = Clock::now() + options_.stream_retry_delay;
+  stream_retry_at_ = Clock::now() + delay;
 }
 
 void HttpTransport::SessionExpired() {

@@ -18,8 +18,12 @@ struct HttpTransportOptions {
   std::chrono::milliseconds connect_timeout{10'000};
   // How long Close waits for the server to answer the session's DELETE.
   std::chrono::milliseconds delete_timeout{2'000};
-  // How long before a dropped GET stream is reopened.
+  // How long before a dropped GET stream is reopened: `stream_retry_delay`
+  // after a stream that received something or stayed open at least
+  // `stream_retry_max_delay`; doubled after each attempt that did neither,
+  // up to `stream_retry_max_delay`.
   std::chrono::milliseconds stream_retry_delay{1'000};
+  std::chrono::milliseconds stream_retry_max_delay{30'000};
 };
 
 // The MCP "Streamable HTTP" transport (revision 2025-06-18, compatible with
@@ -33,8 +37,11 @@ struct HttpTransportOptions {
 // - 2xx `application/json`: the message, or each of a batch, goes to
 //   OnMessage, then `sent` gets Ok.
 // - 2xx `text/event-stream`: each event's `data` goes to OnMessage as it
-//   arrives (notifications may precede the response), then, when the stream
-//   ends, `sent` gets Ok — or `mcp_unavailable` if it broke first.
+//   arrives (notifications may precede the response). Once the response to
+//   the request arrived, the transfer ends (a server that keeps the stream
+//   open would otherwise hold a connection per call; later events on it are
+//   dropped) and `sent` gets Ok; for a message that is not a request, when
+//   the stream ends. `mcp_unavailable` if it broke before.
 // - other statuses: `sent` gets `mcp_unavailable` "MCP server NAME answered
 //   HTTP 500: <start of the body>"; a 404 to a request that carried the
 //   session id also calls OnClosed ("... session expired"), once.
@@ -43,9 +50,12 @@ struct HttpTransportOptions {
 //
 // After SetProtocolVersion, a GET on `spec.url` asks for the server's own
 // stream of requests and notifications: 405 means it offers none. A stream
-// that drops is reopened after a second; if the reopened stream fails or
-// drops without delivering anything, no further attempt is made. Events are
-// not resumed (no `Last-Event-ID`).
+// that drops (a proxy's idle timeout, say), cannot connect, or is answered
+// 5xx, 408 or 429 is reopened for as long as the transport lives, after the
+// backoff of the options (1 s, doubling up to 30 s; back to 1 s after a
+// stream that got bytes, keep-alive comments too). Any other answer that is
+// no event stream ends the attempts: 405, a 404 that expired the session
+// (OnClosed), a refusal. Events are not resumed (no `Last-Event-ID`).
 //
 // One worker thread drives every transfer through one curl multi handle, so
 // requests run concurrently (a slow tools/call blocks nothing) and every
@@ -103,7 +113,8 @@ class HttpTransport final : public Transport {
   void Finish(Exchange& exchange, int curl_code);
   void FinishPost(Exchange& exchange, int curl_code);
   void FinishEventStream(Exchange& exchange, int curl_code);
-  void ScheduleStreamRetry(const std::string& why);
+  // Reopens the GET stream `stream` after the next backoff delay.
+  void ScheduleStreamRetry(const Exchange& stream, const std::string& why);
   void SessionExpired();
   void DeliverOne(Json message);
   // Calls the POST's `sent` (once, and not once Close has begun).
@@ -134,7 +145,7 @@ class HttpTransport final : public Transport {
   bool closed_reported_ = false;
   std::map<void*, std::unique_ptr<Exchange>> transfers_;  // by CURL*
   EventStream stream_ = EventStream::kNotWanted;
-  int stream_retries_left_ = 1;
+  std::chrono::milliseconds stream_retry_delay_ = options_.stream_retry_delay;  // the next reopen's
   std::optional<std::chrono::steady_clock::time_point> stream_retry_at_;
 };
 

@@ -180,11 +180,17 @@ Result<Child> Spawn(const ServerSpec& spec) {
   DSH_RETURN_IF_ERROR(MakePipe(child.stderr_r, child_stderr));
 
   SpawnSetup setup;
-  // dup2 clears close-on-exec on the copies; every other descriptor of ours
-  // is close-on-exec and does not reach the child.
+  // dup2 clears close-on-exec on the copies. Then every descriptor above
+  // stderr is closed in the child: not all of ours are close-on-exec (Boost
+  // Asio's sockets are not), and a server, or a process it leaves behind,
+  // must not hold dsh's listening socket or connections. File actions run in
+  // order, so the closefrom comes after the dup2s.
   posix_spawn_file_actions_adddup2(&setup.actions, child_stdin.get(), STDIN_FILENO);
   posix_spawn_file_actions_adddup2(&setup.actions, child_stdout.get(), STDOUT_FILENO);
   posix_spawn_file_actions_adddup2(&setup.actions, child_stderr.get(), STDERR_FILENO);
+  if (int err = posix_spawn_file_actions_addclosefrom_np(&setup.actions, STDERR_FILENO + 1); err != 0) {
+    return Unavailable("cannot run MCP server " + spec.name + ": " + ErrnoText(err));
+  }
   if (!spec.cwd.empty()) posix_spawn_file_actions_addchdir_np(&setup.actions, spec.cwd.c_str());
 
   // Its own process group; no signal blocked; every signal at its default,

@@ -26,7 +26,8 @@ struct StdioTransportOptions {
 // The child gets the host's environment plus `spec.env`, runs in `spec.cwd`
 // (when set) and leads its own process group, so a Ctrl-C on dsh's terminal
 // does not reach it and Close can signal whatever it started too. It inherits
-// no descriptor of ours besides its three pipes.
+// no descriptor of ours besides its three pipes: every descriptor above 2 is
+// closed in the child, close-on-exec or not (Boost Asio's sockets are not).
 //
 // One I/O thread per transport polls the child's stdout, stderr, stdin and
 // exit (a pidfd), and runs every callback, so they never overlap and come in

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
@@ -499,6 +500,43 @@ TEST(StdioTransport, AppliesEnvironmentAndWorkingDirectory) {
   transport.Close();
 }
 
+// The descriptors `pid` has open, from /proc (the test's own listing, so
+// nothing of the child's is opened to take it).
+std::vector<int> OpenDescriptors(pid_t pid) {
+  std::vector<int> fds;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) {
+    fds.push_back(std::stoi(entry.path().filename().string()));
+  }
+  std::sort(fds.begin(), fds.end());
+  return fds;
+}
+
+TEST(StdioTransport, ChildInheritsOnlyItsPipes) {
+  // Descriptors without close-on-exec, like Boost Asio's sockets: a listening
+  // socket and a file.
+  int file = open("/dev/null", O_RDONLY);  // NOLINT: no O_CLOEXEC on purpose
+  int listener = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(file, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(listener, 1), 0);
+
+  // `cat` opens nothing that stays open; once it echoed a line it runs.
+  StdioTransport transport(StdioSpec({"cat"}));
+  Recorder rec;
+  ASSERT_TRUE(transport.Start(rec.OnMessage(), rec.OnClosed()).ok());
+  transport.Send(Request(1, "ping"), nullptr);
+  ASSERT_TRUE(rec.WaitForMessage([](const Json& m) { return HasMethod(m, "ping"); }));
+  std::vector<int> fds = OpenDescriptors(transport.pid());
+  transport.Close();
+  close(file);
+  close(listener);
+  EXPECT_EQ(fds, (std::vector<int>{0, 1, 2})) << "the child inherited descriptors of the host";
+}
+
 // ----------------------------------------------------------------------------
 // Streamable HTTP
 
@@ -919,6 +957,95 @@ TEST(HttpTransport, ReopensADroppedEventStream) {
   // third when WaitForRequests sees it recorded).
   auto requests = server.requests();
   EXPECT_EQ(std::count_if(requests.begin(), requests.end(), [](const HttpRequest& r) { return r.method == "GET"; }), 3);
+}
+
+TEST(HttpTransport, KeepsReopeningAnEventStreamThatKeepsDropping) {
+  // Streams that end without a message, several in a row (a proxy's idle
+  // timeout, a restarting server), are each reopened after a growing delay;
+  // a message on a later stream arrives.
+  std::mutex mu;
+  std::vector<Clock::time_point> gets;  // GUARDED_BY(mu): when each GET arrived
+  CannedHttpServer server([&](const HttpRequest& request, HttpResponder& r) {
+    if (request.method == "POST") return r.Reply(202, "", "");
+    if (request.method != "GET") return r.Reply(200, "", "");
+    size_t n = 0;
+    {
+      std::lock_guard lock(mu);
+      gets.push_back(Clock::now());
+      n = gets.size();
+    }
+    switch (n) {
+      case 1:  // a keep-alive comment, then the end
+        r.Begin(200, "text/event-stream");
+        return r.Write(": keep-alive\n\n");
+      case 2:
+      case 3:  // nothing at all
+        return r.Begin(200, "text/event-stream");
+      case 4:
+        return r.Reply(503, "text/plain", "upstream unavailable");
+      case 5:  // the connection closes without an answer
+        return;
+      default:
+        r.Begin(200, "text/event-stream");
+        return r.Write("data: {\"jsonrpc\":\"2.0\",\"method\":\"n\",\"params\":{\"stream\":" +
+                       std::to_string(n) + "}}\n\n");
+    }
+  });
+  const milliseconds delay(10);
+  HttpTransport::Options options;
+  options.stream_retry_delay = delay;
+  options.stream_retry_max_delay = milliseconds(10'000);
+  HttpTransport transport(HttpSpec(server.url()), options);
+  Recorder rec;
+  ASSERT_TRUE(transport.Start(rec.OnMessage(), rec.OnClosed()).ok());
+  transport.SetProtocolVersion("2025-06-18");
+  auto message = rec.WaitForMessage([](const Json& m) { return m["params"].value("stream", 0) == 6; });
+  transport.Close();
+  ASSERT_TRUE(message) << "the event stream was not reopened after repeated drops";
+
+  std::lock_guard lock(mu);
+  ASSERT_GE(gets.size(), 6u);
+  // The keep-alive comment counted as a working stream (the first delay);
+  // each failed attempt after it doubled the delay.
+  const std::vector<milliseconds> at_least = {delay, 2 * delay, 4 * delay, 8 * delay, 16 * delay};
+  for (size_t i = 0; i < at_least.size(); ++i) {
+    EXPECT_GE(gets[i + 1] - gets[i], at_least[i]) << "between GET " << i + 1 << " and GET " << i + 2;
+  }
+  EXPECT_EQ(rec.closed_count(), 0u);
+}
+
+TEST(HttpTransport, EndsAPostWhoseStreamStaysOpenAfterTheAnswer) {
+  // The server keeps the response stream open after the answer (it only
+  // SHOULD close it): the transport must not keep a connection per call.
+  Gate answer;
+  std::promise<bool> client_closed;
+  CannedHttpServer server([&](const HttpRequest& request, HttpResponder& r) {
+    if (request.method != "POST") return r.Reply(405, "", "");
+    r.Begin(200, "text/event-stream");
+    // Before the answer: a notification, and a request of the server's that
+    // has the same id (it is no answer).
+    r.Write(
+        "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progress\":1}}\n\n"
+        "data: {\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"ping\"}\n\n");
+    answer.Wait();
+    r.Write("data: {\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{}}\n\n");
+    client_closed.set_value(r.WaitForClientClose(kGenerous));
+  });
+  HttpTransport transport(HttpSpec(server.url()));
+  Recorder rec;
+  ASSERT_TRUE(transport.Start(rec.OnMessage(), rec.OnClosed()).ok());
+  transport.Send(Request(5, "tools/call"), rec.OnSent("call"));
+  ASSERT_TRUE(rec.WaitForMessage([](const Json& m) { return HasMethod(m, "ping"); }));
+  EXPECT_FALSE(rec.sent_called("call")) << "the transfer ended before the answer";
+  answer.Open();
+  ASSERT_TRUE(rec.WaitForResponse(5));
+  EXPECT_EQ(rec.WaitForSent("call"), Status::Ok());
+  std::future<bool> closed = client_closed.get_future();
+  ASSERT_EQ(closed.wait_for(kGenerous), std::future_status::ready);
+  EXPECT_TRUE(closed.get()) << "the transport kept the answered POST's connection open";
+  transport.Close();
+  EXPECT_EQ(rec.messages().size(), 3u);
+  EXPECT_EQ(rec.closed_count(), 0u);
 }
 
 TEST(MakeTransport, PicksStdioForACommandElseHttp) {

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -103,6 +104,22 @@ void HttpResponder::Begin(int status, const std::string& content_type,
 }
 
 void HttpResponder::Write(std::string_view bytes) { SendAll(fd_, bytes); }
+
+bool HttpResponder::WaitForClientClose(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() < 0) return false;
+    pollfd p{.fd = fd_, .events = POLLIN | POLLRDHUP, .revents = 0};
+    int ready = poll(&p, 1, static_cast<int>(left.count()));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) return false;
+    char buffer[4096];
+    ssize_t n = recv(fd_, buffer, sizeof buffer, MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) return true;
+    // Bytes after the request (none expected): keep waiting.
+  }
+}
 
 CannedHttpServer::CannedHttpServer(Handler handler) : handler_(std::move(handler)) {
   listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

@@ -38,6 +38,9 @@ class HttpResponder {
   void Begin(int status, const std::string& content_type,
              const std::vector<std::pair<std::string, std::string>>& headers = {});
   void Write(std::string_view bytes);
+  // True once the client closed the connection (read end of file or a
+  // reset); false when it is still open after `timeout`.
+  bool WaitForClientClose(std::chrono::milliseconds timeout);
 
  private:
   int fd_;

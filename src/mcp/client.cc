@@ -23,6 +23,15 @@ Status Unavailable(const std::string& server, const std::string& why) {
   return Status(codes::kMcpUnavailable, "MCP server " + server + " is unavailable: " + why);
 }
 
+// The member `key` of `object` when it is a string, else nullopt (missing,
+// another type, `object` not an object).
+std::optional<std::string> StringField(const Json& object, const char* key) {
+  if (!object.is_object()) return std::nullopt;
+  auto it = object.find(key);
+  if (it == object.end() || !it->is_string()) return std::nullopt;
+  return it->get<std::string>();
+}
+
 }  // namespace
 
 McpClient::McpClient(Options options, OnTools on_tools)
@@ -40,8 +49,24 @@ void McpClient::Start() {
   started_ = true;
   state_ = State::kConnecting;
   work_.emplace(io_.get_executor());
-  thread_ = std::thread([this] { io_.run(); });
+  thread_ = std::thread([this] { Run(); });
   asio::post(io_, [this] { Connect(); });
+}
+
+void McpClient::Run() {
+  // Handlers catch what they expect; anything else (a callback of the
+  // caller's that throws, a bug) must not take the host down. asio lets run()
+  // be called again after a handler threw.
+  for (;;) {
+    try {
+      io_.run();
+      return;
+    } catch (const std::exception& e) {
+      spdlog::error("mcp {}: a handler of its client failed, going on: {}", name(), e.what());
+    } catch (...) {
+      spdlog::error("mcp {}: a handler of its client failed with an unknown exception, going on", name());
+    }
+  }
 }
 
 void McpClient::Stop() {
@@ -102,6 +127,8 @@ void McpClient::Connect() {
   if (state() == State::kStopped) return;
   SetState(State::kConnecting);
   uint64_t gen = ++generation_;
+  listing_ = false;
+  relist_again_ = false;
   transport_ = options_.make_transport(options_.spec);
   Status started = transport_->Start(
       [this, gen](Json message) {
@@ -122,21 +149,37 @@ void McpClient::Connect() {
           [this, gen](Result<Json> r) {
             if (gen != generation_) return;
             if (!r.ok()) return OnConnectFailed(gen, r.status());
-            std::string version = r->is_object() ? r->value("protocolVersion", "") : "";
+            std::string dsh_speaks =
+                std::string(", dsh speaks ") + kProtocolVersions[0] + " and " + kProtocolVersions[1];
+            std::optional<std::string> version = StringField(*r, "protocolVersion");
+            if (!version) {
+              Json got = r->is_object() && r->contains("protocolVersion") ? (*r)["protocolVersion"] : Json();
+              return OnConnectFailed(gen, Unavailable(name(), "it answered initialize with protocolVersion " +
+                                                                  DescribeJson(got) + dsh_speaks));
+            }
             bool known = std::any_of(std::begin(kProtocolVersions), std::end(kProtocolVersions),
-                                     [&](const char* v) { return version == v; });
+                                     [&](const char* v) { return *version == v; });
             if (!known) {
               return OnConnectFailed(
-                  gen, Unavailable(name(), "it speaks MCP revision '" + version + "', dsh speaks " +
-                                               kProtocolVersions[0] + " and " + kProtocolVersions[1]));
+                  gen, Unavailable(name(), "it speaks MCP revision '" + *version + "'" + dsh_speaks));
             }
             {
               std::lock_guard lock(mu_);
-              protocol_version_ = version;
+              protocol_version_ = *version;
             }
-            transport_->SetProtocolVersion(version);
-            Notify("notifications/initialized", Json::object());
-            ListTools(std::nullopt, {});
+            transport_->SetProtocolVersion(*version);
+            // Over HTTP each message is its own POST: tools/list goes only
+            // once the server has taken `initialized`, which the spec wants
+            // before any request but ping.
+            transport_->Send(
+                {{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}, {"params", Json::object()}},
+                [this, gen](Status sent) {
+                  asio::post(io_, [this, gen, sent] {
+                    if (gen != generation_) return;
+                    if (!sent.ok()) return OnConnectFailed(gen, sent);
+                    ListTools(std::nullopt, {});
+                  });
+                });
           });
 }
 
@@ -153,6 +196,9 @@ void McpClient::OnConnectFailed(uint64_t gen, Status why) {
   // whenever it is used is not restarted in a tight loop). One that keeps
   // failing to start waits longer each time.
   auto now = std::chrono::steady_clock::now();
+  // Only a connection that lasted resets the backoff: one that starts fine
+  // and crashes a second later is retried less and less often too.
+  if (was_ready && now - ready_since_ >= kStableConnection) backoff_ = std::chrono::milliseconds(0);
   std::erase_if(quick_restarts_, [&](auto t) { return now - t > std::chrono::minutes(1); });
   if (was_ready && quick_restarts_.size() < 3) {
     quick_restarts_.push_back(now);
@@ -242,11 +288,11 @@ void McpClient::OnMessage(uint64_t gen, Json message) {
     Pending p = std::move(it->second);
     pending_.erase(it);
     if (auto err = message.find("error"); err != message.end()) {
-      std::string text = err->is_object() ? err->value("message", "") : "";
-      int64_t code =
-          err->is_object() && (*err)["code"].is_number_integer() ? (*err)["code"].get<int64_t>() : 0;
-      return p.done(Status(codes::kMcpError, "MCP server " + name() + " refused " + p.what + ": " + text +
-                                                 " (" + std::to_string(code) + ")"));
+      std::string text = StringField(*err, "message").value_or("an error without a message");
+      auto code = err->is_object() ? err->find("code") : err->end();
+      if (code != err->end() && code->is_number_integer())
+        text += " (" + std::to_string(code->get<int64_t>()) + ")";
+      return p.done(Status(codes::kMcpError, "MCP server " + name() + " refused " + p.what + ": " + text));
     }
     return p.done(message.value("result", Json::object()));
   }
@@ -261,10 +307,11 @@ void McpClient::OnMessage(uint64_t gen, Json message) {
     }
     return transport_->Send(std::move(reply), nullptr);
   }
-  if (m == "notifications/tools/list_changed" && state() == State::kReady) {
+  if (m == "notifications/tools/list_changed") {
+    // While connecting without a listing yet, the first one is still to come.
     if (listing_) {
       relist_again_ = true;
-    } else {
+    } else if (state() == State::kReady) {
       ListTools(std::nullopt, {});
     }
   } else if (m == "notifications/message") {
@@ -273,7 +320,7 @@ void McpClient::OnMessage(uint64_t gen, Json message) {
   }
 }
 
-void McpClient::ListTools(std::optional<std::string> cursor, std::vector<ToolInfo> so_far) {
+void McpClient::ListTools(std::optional<std::string> cursor, Listing so_far) {
   listing_ = true;
   Json params = Json::object();
   if (cursor) params["cursor"] = *cursor;
@@ -282,36 +329,44 @@ void McpClient::ListTools(std::optional<std::string> cursor, std::vector<ToolInf
           [this, gen, so_far = std::move(so_far)](Result<Json> r) mutable {
             if (gen != generation_) return;
             listing_ = false;
-            if (!r.ok()) {
-              if (state() == State::kConnecting) return OnConnectFailed(gen, r.status());
-              spdlog::warn("mcp {}: could not re-list its tools, keeping the old list: {}", name(),
-                           r.status().message());
-              return;
-            }
+            if (!r.ok()) return OnListFailed(gen, r.status());
             const Json& tools = r->is_object() ? r->value("tools", Json::array()) : Json::array();
             for (const Json& t : tools.is_array() ? tools : Json::array()) {
-              if (!t.is_object() || !t.value("name", Json()).is_string()) continue;
+              std::optional<std::string> tool = StringField(t, "name");
+              if (!tool) continue;
+              auto schema = t.find("inputSchema");
+              if (schema == t.end() || !schema->is_object()) {
+                // A model provider refuses the whole request for such a tool.
+                spdlog::warn("mcp {}: leaving out its tool {}: its inputSchema is {}, not an object", name(),
+                             *tool, schema == t.end() ? "missing" : DescribeJson(*schema));
+                continue;
+              }
               ToolInfo info;
-              info.name = t["name"].get<std::string>();
-              Json desc = t.value("description", Json());
-              Json title = t.value("title", Json());
-              info.description = desc.is_string()    ? desc.get<std::string>()
-                                 : title.is_string() ? title.get<std::string>()
-                                                     : "";
-              info.input_schema = t.value("inputSchema", Json{{"type", "object"}});
-              so_far.push_back(std::move(info));
+              info.name = std::move(*tool);
+              info.description = StringField(t, "description").value_or(StringField(t, "title").value_or(""));
+              info.input_schema = *schema;
+              so_far.tools.push_back(std::move(info));
             }
-            Json next = r->is_object() ? r->value("nextCursor", Json()) : Json();
-            if (next.is_string() && !next.get<std::string>().empty()) {
-              return ListTools(next.get<std::string>(), std::move(so_far));
+            if (std::optional<std::string> next = StringField(*r, "nextCursor"); next && !next->empty()) {
+              if (!so_far.cursors.insert(*next).second) {
+                return OnListFailed(gen,
+                                    Status(codes::kMcpError, "its tools/list repeated the cursor " +
+                                                                 internal::Excerpt(DumpJson(Json(*next)))));
+              }
+              if (so_far.cursors.size() >= kMaxToolListPages) {
+                return OnListFailed(
+                    gen, Status(codes::kMcpError, "its tools/list did not end within " +
+                                                      std::to_string(kMaxToolListPages) + " pages"));
+              }
+              return ListTools(std::move(next), std::move(so_far));
             }
             bool first = state() == State::kConnecting;
-            size_t n = so_far.size();
+            size_t n = so_far.tools.size();
             // The tools are registered before the client says it is ready.
-            if (on_tools_) on_tools_(std::move(so_far));
+            if (on_tools_) on_tools_(std::move(so_far.tools));
             if (first) {
               start_timer_.cancel();
-              backoff_ = std::chrono::milliseconds(0);
+              ready_since_ = std::chrono::steady_clock::now();
               {
                 std::lock_guard lock(mu_);
                 ++connections_;
@@ -327,6 +382,11 @@ void McpClient::ListTools(std::optional<std::string> cursor, std::vector<ToolInf
           });
 }
 
+void McpClient::OnListFailed(uint64_t gen, const Status& why) {
+  if (state() == State::kConnecting) return OnConnectFailed(gen, why);
+  spdlog::warn("mcp {}: could not re-list its tools, keeping the old list: {}", name(), why.message());
+}
+
 void McpClient::CallTool(const std::string& tool, Json arguments, std::shared_ptr<agent::CancelToken> cancel,
                          Done done) {
   std::unique_lock lock(mu_);
@@ -339,11 +399,18 @@ void McpClient::CallTool(const std::string& tool, Json arguments, std::shared_pt
     switch (state()) {
       case State::kReady:
         return SendCall(std::move(tool), std::move(arguments), std::move(cancel), std::move(done));
-      case State::kConnecting:
-        queued_.push_back({std::move(tool), std::move(arguments), std::move(cancel), std::move(done)});
+      case State::kConnecting: {
+        int64_t key = next_queued_key_++;
+        if (cancel) PostOnCancel(*cancel, [this, key] { CancelQueuedCall(key); });
+        queued_.push_back({key, std::move(tool), std::move(arguments), std::move(cancel), std::move(done)});
         return;
-      default:
-        return done(Unavailable(name(), last_error().empty() ? "it is not running" : last_error()));
+      }
+      default: {
+        // last_error_ is a whole message already ("MCP server t is unavailable: ...").
+        std::string why = last_error();
+        return done(why.empty() ? Unavailable(name(), "it is not running")
+                                : Status(codes::kMcpUnavailable, why));
+      }
     }
   });
 }
@@ -355,6 +422,23 @@ void McpClient::StartQueuedCalls() {
     SendCall(std::move(q.tool), std::move(q.arguments), std::move(q.cancel), std::move(q.done));
 }
 
+void McpClient::CancelQueuedCall(int64_t key) {
+  auto it = std::find_if(queued_.begin(), queued_.end(), [&](const QueuedCall& q) { return q.key == key; });
+  if (it == queued_.end()) return;  // sent (SendCall's own callback handles it) or answered
+  Done done = std::move(it->done);
+  queued_.erase(it);
+  done(Status(codes::kCancelled, "the call was cancelled"));
+}
+
+void McpClient::PostOnCancel(agent::CancelToken& cancel, std::function<void()> fn) {
+  // The callback only posts, and only while the client exists.
+  cancel.OnCancel([alive = alive_, fn = std::move(fn)] {
+    std::lock_guard lock(alive->mu);
+    if (alive->client == nullptr) return;
+    asio::post(alive->client->io_, fn);
+  });
+}
+
 void McpClient::SendCall(std::string tool, Json arguments, std::shared_ptr<agent::CancelToken> cancel,
                          Done done) {
   if (cancel && cancel->cancelled()) return done(Status(codes::kCancelled, "the call was cancelled"));
@@ -362,15 +446,8 @@ void McpClient::SendCall(std::string tool, Json arguments, std::shared_ptr<agent
   Request("tools/call", {{"name", tool}, {"arguments", std::move(arguments)}}, "tools/call " + tool,
           options_.spec.call_timeout, std::move(done));
   if (!cancel) return;
-  // The token may outlive this client (a turn's token): the callback only
-  // posts, and only while the client exists.
-  cancel->OnCancel([alive = alive_, id] {
-    std::lock_guard lock(alive->mu);
-    if (alive->client == nullptr) return;
-    McpClient* self = alive->client;
-    asio::post(self->io_, [self, id] {
-      self->AbandonCall(id, "the caller cancelled", Status(codes::kCancelled, "the call was cancelled"));
-    });
+  PostOnCancel(*cancel, [this, id] {
+    AbandonCall(id, "the caller cancelled", Status(codes::kCancelled, "the call was cancelled"));
   });
 }
 

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,28 +25,49 @@ namespace dsh::mcp {
 // first and accepts any of them.
 inline constexpr const char* kProtocolVersions[] = {"2025-06-18", "2025-03-26"};
 
+// A `tools/list` that has not ended after this many pages is an error.
+inline constexpr size_t kMaxToolListPages = 100;
+// A connection that stayed up this long resets the reconnection backoff.
+inline constexpr std::chrono::seconds kStableConnection{60};
+
 // One tool as an MCP server lists it (`tools/list`).
 struct ToolInfo {
   std::string name;
   std::string description;
-  Json input_schema;  // a JSON Schema object
+  Json input_schema;  // a JSON object (a tool listed without one is left out)
 };
 
 // A connection to one MCP server that keeps itself up: it connects
-// (transport + `initialize` + `tools/list`) when started, reconnects with
-// backoff (0.5 s doubling to 30 s) whenever it cannot start, restarts a
-// server that dies after it worked at once (up to 3 times a minute),
-// and re-lists the tools on `notifications/tools/list_changed`.
+// (transport + `initialize`, then `notifications/initialized`, then, once
+// the transport reported that sent, `tools/list`) when started, reconnects
+// with backoff (min_backoff doubling to max_backoff) whenever it cannot
+// start, restarts a server that dies after it worked at once (up to 3 times
+// a minute, then with the backoff), and re-lists the tools on
+// `notifications/tools/list_changed` (also when one comes during a listing,
+// while connecting too). The backoff goes back to min_backoff only after a
+// connection stayed up for kStableConnection, so a server that crashes soon
+// after each start is retried less and less often.
+//
+// The tool list follows `nextCursor`; a cursor that repeats, or a list not
+// ended within kMaxToolListPages pages, fails the listing like an error
+// answer: while connecting the connection fails (last_error says why, and it
+// is retried with the backoff), a re-listing keeps the previous list.
+// Tools without a name, or whose `inputSchema` is not a JSON object, are
+// left out with a warning in the log. Fields of the wrong type in the
+// server's messages are treated as missing, never as a crash.
 //
 // Calls never hang: a call completes with the server's result, or with
 // `mcp_unavailable` (not connected, or the server died during the call),
 // `mcp_timeout` (no answer within the spec's call_timeout; the server is
 // told with `notifications/cancelled`), `mcp_error` (a JSON-RPC error),
-// `cancelled` (the caller's token; the server is told too) or
-// `shutting_down` (Stop). A call made while a (re)connection attempt is in
-// progress waits for it.
+// `cancelled` (the caller's token; the server is told if the call was sent)
+// or `shutting_down` (Stop). A call made while a (re)connection attempt is in
+// progress waits for it; cancelling it answers it at once, and it is never
+// sent.
 //
-// Thread-safe. All protocol state lives on one internal thread.
+// Thread-safe. All protocol state lives on one internal thread; an exception
+// escaping a handler there (from `done` or `on_tools`, say) is logged and the
+// thread goes on.
 class McpClient {
  public:
   enum class State { kConnecting, kReady, kDown, kStopped };
@@ -80,7 +102,8 @@ class McpClient {
   const std::string& name() const { return options_.spec.name; }
   const ServerSpec& spec() const { return options_.spec; }
   State state() const;
-  // Why the server is down or last went down ("" when never).
+  // Why the server is down or last went down, a whole message naming the
+  // server ("" when never). A call made while it is down fails with it.
   std::string last_error() const;
   // The revision the server agreed to ("" before the first connection).
   std::string protocol_version() const;
@@ -98,6 +121,14 @@ class McpClient {
     std::unique_ptr<boost::asio::steady_timer> timer;
   };
 
+  // A tools/list in progress, page by page.
+  struct Listing {
+    std::vector<ToolInfo> tools;
+    std::set<std::string> cursors;  // each page's after the first
+  };
+
+  // The client's thread: runs io_ until Stop, surviving exceptions.
+  void Run();
   // All below run on the client's thread.
   void Connect();
   void OnConnectFailed(uint64_t generation, Status why);
@@ -106,9 +137,14 @@ class McpClient {
   void Notify(const std::string& method, Json params);
   void OnMessage(uint64_t generation, Json message);
   void OnClosed(uint64_t generation, Status why);
-  void ListTools(std::optional<std::string> cursor, std::vector<ToolInfo> so_far);
+  void ListTools(std::optional<std::string> cursor, Listing so_far);
+  void OnListFailed(uint64_t generation, const Status& why);
   void StartQueuedCalls();
+  void CancelQueuedCall(int64_t key);
   void SendCall(std::string tool, Json arguments, std::shared_ptr<agent::CancelToken> cancel, Done done);
+  // Any thread: runs `fn` on the client's thread once `cancel` is cancelled,
+  // unless the client is gone by then (a token may outlive it).
+  void PostOnCancel(agent::CancelToken& cancel, std::function<void()> fn);
   void AbandonCall(int64_t id, const std::string& reason, Status status);
   void FailAllPending(const Status& why);
   void CloseTransport();
@@ -136,15 +172,18 @@ class McpClient {
   int64_t next_id_ = 1;
   std::map<int64_t, Pending> pending_;
   struct QueuedCall {
+    int64_t key;  // for cancelling it
     std::string tool;
     Json arguments;
     std::shared_ptr<agent::CancelToken> cancel;
     Done done;
   };
   std::vector<QueuedCall> queued_;  // calls waiting for a connection attempt
-  std::chrono::milliseconds backoff_{0};
+  int64_t next_queued_key_ = 1;
+  std::chrono::milliseconds backoff_{0};               // the last wait; 0 after a stable connection
+  std::chrono::steady_clock::time_point ready_since_;  // of the current connection
   std::vector<std::chrono::steady_clock::time_point> quick_restarts_;  // restarts at once in the last minute
-  bool relist_again_ = false;
+  bool relist_again_ = false;  // a list_changed came during the listing
   bool listing_ = false;
 
   mutable std::mutex mu_;  // guards the fields below, read from any thread

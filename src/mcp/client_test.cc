@@ -9,6 +9,7 @@
 #include <deque>
 #include <future>
 #include <mutex>
+#include <stdexcept>
 
 #include "mcp/mcp_tools.h"
 
@@ -22,7 +23,7 @@ using namespace std::chrono_literals;
 // `tools/call` to the test.
 class FakeServer {
  public:
-  std::string version = "2025-06-18";
+  Json version = "2025-06-18";  // initialize's protocolVersion
   Json tools = Json::array({{{"name", "echo"},
                              {"description", "Echoes"},
                              {"inputSchema",
@@ -31,6 +32,13 @@ class FakeServer {
                                {"required", {"message"}}}}}});
   Status start_error = Status::Ok();
   bool hold_initialize = false;
+  bool hold_list = false;  // tools/list is left to the test
+  // When set, answers tools/list with list_page(params) instead of `tools`.
+  std::function<Json(const Json& params)> list_page;
+  // Notifications' `sent` callbacks wait for ReleaseAcks.
+  bool hold_notification_acks = false;
+  // The server dies right after answering tools/list (each connection).
+  bool die_after_list = false;
 
   class Transport final : public mcp::Transport {
    public:
@@ -38,6 +46,7 @@ class FakeServer {
     Status Start(OnMessage on_message, OnClosed on_closed) override {
       std::lock_guard lock(server_.mu_);
       ++server_.starts_;
+      server_.start_times_.push_back(std::chrono::steady_clock::now());
       server_.cv_.notify_all();
       if (!server_.start_error.ok()) return server_.start_error;
       server_.on_message_ = std::move(on_message);
@@ -45,8 +54,17 @@ class FakeServer {
       return Status::Ok();
     }
     void Send(Json message, OnSent sent) override {
+      bool notification = !message.contains("id");
       server_.Receive(std::move(message));
-      if (sent) sent(Status::Ok());
+      if (!sent) return;
+      {
+        std::lock_guard lock(server_.mu_);
+        if (notification && server_.hold_notification_acks) {
+          server_.held_acks_.push_back(std::move(sent));
+          return;
+        }
+      }
+      sent(Status::Ok());
     }
     void SetProtocolVersion(std::string) override {}
     void Close() override {
@@ -116,6 +134,20 @@ class FakeServer {
     std::lock_guard lock(mu_);
     return starts_;
   }
+  std::vector<std::chrono::steady_clock::time_point> start_times() {
+    std::lock_guard lock(mu_);
+    return start_times_;
+  }
+  // Reports the held notifications as sent.
+  void ReleaseAcks() {
+    std::vector<Transport::OnSent> acks;
+    {
+      std::lock_guard lock(mu_);
+      hold_notification_acks = false;
+      acks.swap(held_acks_);
+    }
+    for (auto& ack : acks) ack(Status::Ok());
+  }
   // Waits until `pred(received messages, starts)` holds.
   bool WaitUntil(const std::function<bool(const std::vector<Json>&, int)>& pred) {
     std::unique_lock lock(mu_);
@@ -134,8 +166,9 @@ class FakeServer {
       Answer(message["id"], {{"protocolVersion", version},
                              {"capabilities", {{"tools", {{"listChanged", true}}}}},
                              {"serverInfo", {{"name", "fake"}, {"version", "1"}}}});
-    } else if (method == "tools/list") {
-      Answer(message["id"], {{"tools", tools}});
+    } else if (method == "tools/list" && !hold_list) {
+      Answer(message["id"], list_page ? list_page(message["params"]) : Json{{"tools", tools}});
+      if (die_after_list) Die();
     }
   }
 
@@ -145,11 +178,15 @@ class FakeServer {
   Transport::OnMessage on_message_;
   Transport::OnClosed on_closed_;
   int starts_ = 0;
+  std::vector<std::chrono::steady_clock::time_point> start_times_;
+  std::vector<Transport::OnSent> held_acks_;
 };
 
 class McpClientTest : public ::testing::Test {
  protected:
-  std::unique_ptr<McpClient> MakeClient(std::chrono::milliseconds call_timeout = 10s) {
+  // `adjust` may change the options before the client is made.
+  std::unique_ptr<McpClient> MakeClient(std::chrono::milliseconds call_timeout = 10s,
+                                        const std::function<void(McpClient::Options&)>& adjust = nullptr) {
     McpClient::Options o;
     o.spec.name = "t";
     o.spec.command = {"unused"};
@@ -158,6 +195,7 @@ class McpClientTest : public ::testing::Test {
     o.min_backoff = 20ms;
     o.max_backoff = 40ms;
     o.client_version = "9.9";
+    if (adjust) adjust(o);
     return std::make_unique<McpClient>(std::move(o), [this](std::vector<ToolInfo> tools) {
       std::lock_guard lock(mu_);
       lists_.push_back(std::move(tools));
@@ -177,8 +215,12 @@ class McpClientTest : public ::testing::Test {
     c.CallTool(tool, std::move(args), std::move(cancel), [p](Result<Json> r) { p->set_value(std::move(r)); });
     return p->get_future();
   }
+  // The call's result; a failure (not a hang) when it does not complete.
   static Result<Json> Get(std::future<Result<Json>>& f) {
-    EXPECT_EQ(f.wait_for(5s), std::future_status::ready) << "the call never completed";
+    if (f.wait_for(5s) != std::future_status::ready) {
+      ADD_FAILURE() << "the call never completed";
+      return Status("test_no_answer", "the call never completed");
+    }
     return f.get();
   }
 
@@ -366,6 +408,229 @@ TEST_F(McpClientTest, TheServersPingIsAnsweredAndOtherRequestsRefused) {
   EXPECT_EQ(answers[0]["result"], Json::object());
   EXPECT_EQ(answers[1]["id"], 7);
   EXPECT_EQ(answers[1]["error"]["code"], -32601);
+}
+
+TEST_F(McpClientTest, AProtocolVersionThatIsNotAStringIsRefused) {
+  server_.version = 20250618;
+  auto client = MakeClient();
+  client->Start();
+  server_.WaitFor("initialize", 2);  // refused, retried, and the host lives on
+  EXPECT_NE(client->state(), McpClient::State::kReady);
+  EXPECT_EQ(client->last_error(),
+            "MCP server t is unavailable: it answered initialize with protocolVersion integer 20250618, "
+            "dsh speaks 2025-06-18 and 2025-03-26");
+  EXPECT_EQ(server_.Count("tools/list"), 0u);
+}
+
+TEST_F(McpClientTest, AnErrorWithWrongTypedFieldsIsReportedClearly) {
+  auto client = MakeClient();
+  client->Start();
+  WaitForLists(1);
+  auto f = Call(*client, "echo", {{"message", "x"}});
+  Json call = server_.WaitFor("tools/call");
+  server_.Push({{"jsonrpc", "2.0"}, {"id", call["id"]}, {"error", {{"code", "x"}, {"message", nullptr}}}});
+  auto r = Get(f);
+  EXPECT_EQ(r.status().code(), "mcp_error");
+  EXPECT_EQ(r.status().message(), "MCP server t refused tools/call echo: an error without a message");
+
+  auto f2 = Call(*client, "echo", {{"message", "y"}});
+  Json call2 = server_.WaitFor("tools/call", 2);
+  server_.Push({{"jsonrpc", "2.0"}, {"id", call2["id"]}, {"error", {{"code", -32602}, {"message", "bad"}}}});
+  EXPECT_EQ(Get(f2).status().message(), "MCP server t refused tools/call echo: bad (-32602)");
+}
+
+TEST_F(McpClientTest, AnExceptionEscapingAHandlerDoesNotEndTheProcess) {
+  auto client = MakeClient();
+  client->Start();
+  WaitForLists(1);
+  std::promise<void> threw;
+  client->CallTool("echo", {{"message", "x"}}, nullptr, [&](Result<Json>) {
+    threw.set_value();
+    throw std::runtime_error("boom");
+  });
+  Json call = server_.WaitFor("tools/call");
+  server_.Answer(call["id"], {{"content", Json::array()}});
+  ASSERT_EQ(threw.get_future().wait_for(5s), std::future_status::ready);
+  // The client's thread goes on.
+  auto f = Call(*client, "echo", {{"message", "y"}});
+  Json call2 = server_.WaitFor("tools/call", 2);
+  server_.Answer(call2["id"], {{"content", Json::array()}});
+  EXPECT_TRUE(Get(f).ok());
+  EXPECT_EQ(client->state(), McpClient::State::kReady);
+}
+
+TEST_F(McpClientTest, CancellingACallWaitingForTheServerToStartAnswersAtOnce) {
+  server_.hold_initialize = true;
+  auto client = MakeClient();  // start_timeout: 30 s
+  client->Start();
+  Json init = server_.WaitFor("initialize");
+  auto token = std::make_shared<agent::CancelToken>();
+  auto f = Call(*client, "echo", {{"message", "early"}}, token);
+  token->Cancel();
+  EXPECT_EQ(Get(f).status().code(), "cancelled");
+  // The cancelled call is never sent, the next one is.
+  server_.Answer(init["id"], {{"protocolVersion", "2025-06-18"}, {"capabilities", Json::object()}});
+  WaitForLists(1);
+  auto f2 = Call(*client, "echo", {{"message", "later"}});
+  Json call = server_.WaitFor("tools/call");
+  EXPECT_EQ(call["params"]["arguments"]["message"], "later");
+  server_.Answer(call["id"], {{"content", Json::array()}});
+  EXPECT_TRUE(Get(f2).ok());
+  EXPECT_EQ(server_.Count("tools/call"), 1u);
+}
+
+TEST_F(McpClientTest, ToolsAreListedOnlyOnceInitializedWasDelivered) {
+  // Over HTTP every message is its own POST: tools/list must wait until the
+  // server has acknowledged `notifications/initialized`.
+  server_.hold_notification_acks = true;
+  auto client = MakeClient();
+  client->Start();
+  server_.WaitFor("notifications/initialized");
+  // The client answers this ping after it has handled initialize's answer.
+  server_.Push({{"jsonrpc", "2.0"}, {"id", "p1"}, {"method", "ping"}});
+  EXPECT_TRUE(server_.WaitUntil([](const std::vector<Json>& got, int) {
+    return std::any_of(got.begin(), got.end(), [](const Json& m) { return m.value("id", Json()) == "p1"; });
+  }));
+  EXPECT_EQ(server_.Count("tools/list"), 0u);
+  server_.ReleaseAcks();
+  EXPECT_EQ(WaitForLists(1).size(), 1u);
+  EXPECT_TRUE(client->WaitSettled(5s));
+  EXPECT_EQ(client->state(), McpClient::State::kReady);
+}
+
+TEST_F(McpClientTest, BackoffGrowsForAServerThatDiesRightAfterStarting) {
+  server_.die_after_list = true;
+  auto client = MakeClient(10s, [](McpClient::Options& o) {
+    o.min_backoff = 20ms;
+    o.max_backoff = 1s;
+  });
+  client->Start();
+  // The first start, 3 restarts at once, then 20, 40, 80, 160 ms.
+  ASSERT_TRUE(server_.WaitUntil([](const std::vector<Json>&, int starts) { return starts >= 8; }));
+  client->Stop();
+  auto t = server_.start_times();
+  std::chrono::milliseconds expected = 20ms;
+  for (size_t i = 4; i < 8; ++i, expected *= 2) {
+    EXPECT_GE(t[i] - t[i - 1], expected) << "before start " << i + 1;
+  }
+}
+
+TEST_F(McpClientTest, AToolListChangedWhileConnectingIsListedAgain) {
+  server_.hold_list = true;
+  auto client = MakeClient();
+  client->Start();
+  Json first = server_.WaitFor("tools/list");
+  // The server adds a tool while the client is still connecting.
+  server_.Push({{"jsonrpc", "2.0"}, {"method", "notifications/tools/list_changed"}});
+  server_.Answer(first["id"], {{"tools", server_.tools}});
+  Json tools = server_.tools;
+  tools.push_back({{"name", "add"}, {"inputSchema", {{"type", "object"}}}});
+  Json second = server_.WaitFor("tools/list", 2);
+  server_.Answer(second["id"], {{"tools", tools}});
+  auto listed = WaitForLists(2);
+  ASSERT_EQ(listed.size(), 2u);
+  EXPECT_EQ(listed[1].name, "add");
+}
+
+// Answers tools/list with one tool a page: a, b and c when the cursor runs
+// "", "2", "3".
+Json ThreePages(const Json& params) {
+  std::string cursor = params.value("cursor", "");
+  if (cursor.empty())
+    return {{"tools", {{{"name", "a"}, {"inputSchema", {{"type", "object"}}}}}}, {"nextCursor", "2"}};
+  if (cursor == "2")
+    return {{"tools", {{{"name", "b"}, {"inputSchema", {{"type", "object"}}}}}}, {"nextCursor", "3"}};
+  return {{"tools", {{{"name", "c"}, {"inputSchema", {{"type", "object"}}}}}}};
+}
+
+TEST_F(McpClientTest, ToolListsAreReadAcrossPagesAndARelistingThatRepeatsACursorKeepsTheOldList) {
+  server_.list_page = ThreePages;
+  auto client = MakeClient();
+  client->Start();
+  auto tools = WaitForLists(1);
+  ASSERT_EQ(tools.size(), 3u);
+  EXPECT_EQ(tools[0].name, "a");
+  EXPECT_EQ(tools[1].name, "b");
+  EXPECT_EQ(tools[2].name, "c");
+  EXPECT_FALSE(server_.WaitFor("tools/list", 1)["params"].contains("cursor"));
+  EXPECT_EQ(server_.WaitFor("tools/list", 2)["params"]["cursor"], "2");
+  EXPECT_EQ(server_.WaitFor("tools/list", 3)["params"]["cursor"], "3");
+  EXPECT_TRUE(client->WaitSettled(5s));
+  EXPECT_EQ(client->state(), McpClient::State::kReady);
+
+  // The server's list changes and now pages "", "x", "again", "again"...
+  server_.list_page = [](const Json& params) {
+    std::string cursor = params.value("cursor", "");
+    return Json{{"tools", Json::array()}, {"nextCursor", cursor.empty() ? "x" : "again"}};
+  };
+  server_.Push({{"jsonrpc", "2.0"}, {"method", "notifications/tools/list_changed"}});
+  server_.WaitFor("tools/list", 6);
+  // The client answers this ping after it has handled the 6th page.
+  server_.Push({{"jsonrpc", "2.0"}, {"id", "p1"}, {"method", "ping"}});
+  EXPECT_TRUE(server_.WaitUntil([](const std::vector<Json>& got, int) {
+    return std::any_of(got.begin(), got.end(), [](const Json& m) { return m.value("id", Json()) == "p1"; });
+  }));
+  EXPECT_EQ(server_.Count("tools/list"), 6u);
+  EXPECT_EQ(client->state(), McpClient::State::kReady);
+  std::lock_guard lock(mu_);
+  EXPECT_EQ(lists_.size(), 1u);  // the old list stays
+}
+
+TEST_F(McpClientTest, AServerThatRepeatsACursorIsRefused) {
+  server_.list_page = [](const Json& params) {
+    std::string cursor = params.value("cursor", "");
+    return Json{{"tools", Json::array()}, {"nextCursor", cursor.empty() ? "x" : "again"}};
+  };
+  auto client = MakeClient(10s, [](McpClient::Options& o) { o.min_backoff = o.max_backoff = 60s; });
+  client->Start();
+  ASSERT_TRUE(client->WaitSettled(5s));
+  EXPECT_EQ(client->state(), McpClient::State::kDown);
+  EXPECT_EQ(client->last_error(),
+            "MCP server t is unavailable: its tools/list repeated the cursor \"again\"");
+  EXPECT_EQ(server_.Count("tools/list"), 3u);
+  std::lock_guard lock(mu_);
+  EXPECT_TRUE(lists_.empty());
+}
+
+TEST_F(McpClientTest, AServerThatPagesWithoutEndIsRefused) {
+  server_.list_page = [](const Json& params) {
+    std::string cursor = params.value("cursor", "");
+    return Json{{"tools", Json::array()}, {"nextCursor", cursor + "+"}};
+  };
+  auto client = MakeClient(10s, [](McpClient::Options& o) { o.min_backoff = o.max_backoff = 60s; });
+  client->Start();
+  ASSERT_TRUE(client->WaitSettled(5s));
+  EXPECT_EQ(client->state(), McpClient::State::kDown);
+  EXPECT_EQ(client->last_error(), "MCP server t is unavailable: its tools/list did not end within 100 pages");
+  EXPECT_EQ(server_.Count("tools/list"), 100u);
+}
+
+TEST_F(McpClientTest, ToolsWithoutAnObjectSchemaAreLeftOut) {
+  server_.tools.push_back({{"name", "text_schema"}, {"inputSchema", "object"}});
+  server_.tools.push_back({{"name", "null_schema"}, {"inputSchema", nullptr}});
+  server_.tools.push_back({{"name", "no_schema"}});
+  server_.tools.push_back({{"name", "ok"}, {"inputSchema", {{"type", "object"}}}});
+  auto client = MakeClient();
+  client->Start();
+  auto tools = WaitForLists(1);
+  ASSERT_EQ(tools.size(), 2u);
+  EXPECT_EQ(tools[0].name, "echo");
+  EXPECT_EQ(tools[1].name, "ok");
+}
+
+TEST_F(McpClientTest, ACallWhileTheServerIsDownSaysWhyOnce) {
+  server_.hold_initialize = true;
+  auto client = MakeClient(10s, [](McpClient::Options& o) {
+    o.spec.start_timeout = 100ms;
+    o.min_backoff = o.max_backoff = 60s;
+  });
+  client->Start();
+  ASSERT_TRUE(client->WaitSettled(5s));
+  EXPECT_EQ(client->state(), McpClient::State::kDown);
+  auto f = Call(*client, "echo", {{"message", "x"}});
+  auto r = Get(f);
+  EXPECT_EQ(r.status().code(), "mcp_unavailable");
+  EXPECT_EQ(r.status().message(), "MCP server t is unavailable: it did not finish starting within 0.1 s");
 }
 
 TEST(McpTools, NamesAreWhatModelApisAccept) {

@@ -84,7 +84,13 @@ Result<std::unique_ptr<Host>> Host::Open(const HostOptions& options) {
   };
   host->agents_ = std::make_unique<agent::AgentManager>(host->ioc_, *host->db_, *host->sessions_, *host->models_,
                                                         host->tools_, *host->clock_, std::move(env), agent_options);
-  host->mcp_ = std::make_unique<mcp::McpServers>(host->tools_, host->config_.mcp_servers, kVersion);
+  // A server's state or tools changing is announced on the change feed
+  // (`"mcp": true`), from the server's client thread: PublishChange is
+  // thread-safe, and events_ outlives mcp_.
+  session::EventHub* hub = &host->events_;
+  host->mcp_ = std::make_unique<mcp::McpServers>(host->tools_, host->config_.mcp_servers, kVersion, [hub] {
+    hub->PublishChange({"mcp", ""});
+  });
   host->AddHostMetrics();
   return host;
 }

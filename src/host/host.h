@@ -82,7 +82,8 @@ class Host {
   ModelRoutes& models() { return *models_; }
   agent::AgentManager& agents() { return *agents_; }
   // The MCP servers of `mcp.servers` (docs/MCP.md); started by Start, their
-  // tools are the groups `mcp:NAME`.
+  // tools are the groups `mcp:NAME`. A change of a server's state or tools
+  // is published on events() as the Change {"mcp", ""}.
   mcp::McpServers& mcp_servers() { return *mcp_; }
   boost::asio::io_context& io() { return ioc_; }
 
@@ -170,7 +171,7 @@ class Host {
   CommandRegistry commands_;
   std::unique_ptr<ModelRoutes> models_;
   std::unique_ptr<agent::AgentManager> agents_;
-  std::unique_ptr<mcp::McpServers> mcp_;
+  std::unique_ptr<mcp::McpServers> mcp_;  // after events_, to which it publishes "mcp" changes
   std::optional<std::string> global_session_id_;
   bool stopped_ = false;
   std::vector<std::function<Status()>> start_hooks_;

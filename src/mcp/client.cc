@@ -44,13 +44,16 @@ McpClient::~McpClient() {
 }
 
 void McpClient::Start() {
-  std::lock_guard lock(mu_);
-  if (started_ || stopped_) return;
-  started_ = true;
-  state_ = State::kConnecting;
-  work_.emplace(io_.get_executor());
-  thread_ = std::thread([this] { Run(); });
-  asio::post(io_, [this] { Connect(); });
+  {
+    std::lock_guard lock(mu_);
+    if (started_ || stopped_) return;
+    started_ = true;
+    state_ = State::kConnecting;
+    work_.emplace(io_.get_executor());
+    thread_ = std::thread([this] { Run(); });
+    asio::post(io_, [this] { Connect(); });
+  }
+  NotifyStateChange();
 }
 
 void McpClient::Run() {
@@ -71,12 +74,13 @@ void McpClient::Run() {
 
 void McpClient::Stop() {
   {
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_);
     if (stopped_) return;
     stopped_ = true;
     if (!started_) {
       state_ = State::kStopped;
-      return;
+      lock.unlock();
+      return NotifyStateChange();
     }
   }
   // Runs after everything posted before (CallTool posts under mu_ and checks
@@ -112,10 +116,19 @@ int64_t McpClient::connections() const {
 }
 
 void McpClient::SetState(State s, std::string error) {
-  std::lock_guard lock(mu_);
-  state_ = s;
-  if (!error.empty()) last_error_ = std::move(error);
-  if (s != State::kConnecting) settled_.notify_all();
+  bool changed = false;
+  {
+    std::lock_guard lock(mu_);
+    changed = state_ != s || (!error.empty() && error != last_error_);
+    state_ = s;
+    if (!error.empty()) last_error_ = std::move(error);
+    if (s != State::kConnecting) settled_.notify_all();
+  }
+  if (changed) NotifyStateChange();
+}
+
+void McpClient::NotifyStateChange() {
+  if (options_.on_state_change) options_.on_state_change();
 }
 
 bool McpClient::WaitSettled(std::chrono::milliseconds timeout) const {

@@ -77,6 +77,11 @@ class McpClient {
     std::chrono::milliseconds min_backoff{500};
     std::chrono::milliseconds max_backoff{30'000};
     std::string client_version;  // sent as clientInfo.version
+    // Called after state() or last_error() changed (starting, ready, down —
+    // also down again for another reason — or stopped), on the client's
+    // thread or the thread calling Start or Stop, never under the client's
+    // lock: it may read the client. Must be quick and must not call Stop.
+    std::function<void()> on_state_change;
   };
   // Called on the client's thread after each successful (re)connection and
   // each re-listing, with the whole current tool list.
@@ -148,7 +153,10 @@ class McpClient {
   void AbandonCall(int64_t id, const std::string& reason, Status status);
   void FailAllPending(const Status& why);
   void CloseTransport();
+  // Sets the state (and the error when not empty); calls on_state_change
+  // when either changed. Takes mu_: never call it holding it.
   void SetState(State s, std::string error = "");
+  void NotifyStateChange();
 
   // Lets a cancel token that outlives the client find out it is gone.
   struct Alive {

@@ -633,6 +633,77 @@ TEST_F(McpClientTest, ACallWhileTheServerIsDownSaysWhyOnce) {
   EXPECT_EQ(r.status().message(), "MCP server t is unavailable: it did not finish starting within 0.1 s");
 }
 
+// What on_state_change saw, in order: the state and last error it read.
+class StateChanges {
+ public:
+  using Seen = std::pair<McpClient::State, std::string>;
+  std::function<void()> Recorder(McpClient*& client) {
+    return [this, &client] {
+      std::lock_guard lock(mu_);
+      seen_.emplace_back(client->state(), client->last_error());
+      cv_.notify_all();
+    };
+  }
+  // Waits until `n` changes were reported; returns them all.
+  std::vector<Seen> WaitFor(size_t n) {
+    std::unique_lock lock(mu_);
+    EXPECT_TRUE(cv_.wait_for(lock, 5s, [&] { return seen_.size() >= n; })) << seen_.size() << " changes";
+    return seen_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Seen> seen_;
+};
+
+TEST_F(McpClientTest, EveryChangeOfStateIsReportedOnce) {
+  using State = McpClient::State;
+  server_.hold_initialize = true;  // the report of Start comes before the next
+  StateChanges changes;
+  McpClient* raw = nullptr;
+  auto client = MakeClient(10s, [&](McpClient::Options& o) { o.on_state_change = changes.Recorder(raw); });
+  raw = client.get();
+  client->Start();
+  Json init = server_.WaitFor("initialize");
+  server_.hold_initialize = false;
+  server_.Answer(init["id"], {{"protocolVersion", "2025-06-18"}, {"capabilities", Json::object()}});
+  auto started = changes.WaitFor(2);
+  ASSERT_EQ(started.size(), 2u);
+  EXPECT_EQ(started[1], StateChanges::Seen(State::kReady, ""));
+  // A re-listing is no change of state.
+  server_.Push({{"jsonrpc", "2.0"}, {"method", "notifications/tools/list_changed"}});
+  WaitForLists(2);
+  server_.Die();  // restarted at once
+  WaitForLists(3);
+  ASSERT_TRUE(client->WaitSettled(5s));
+  client->Stop();
+  const std::string died = "MCP server t exited (signal 9)";
+  EXPECT_EQ(changes.WaitFor(6), (std::vector<StateChanges::Seen>{{State::kConnecting, ""},
+                                                                 {State::kReady, ""},
+                                                                 {State::kDown, died},
+                                                                 {State::kConnecting, died},
+                                                                 {State::kReady, died},
+                                                                 {State::kStopped, died}}));
+}
+
+TEST_F(McpClientTest, AServerThatCannotStartReportsEachAttempt) {
+  server_.start_error =
+      Status(codes::kMcpUnavailable, "MCP server t: cannot run `nope`: No such file or directory");
+  StateChanges changes;
+  McpClient* raw = nullptr;
+  auto client = MakeClient(10s, [&](McpClient::Options& o) { o.on_state_change = changes.Recorder(raw); });
+  raw = client.get();
+  client->Start();
+  // Starting, then down; starting and down again on each retry: a view
+  // sees it try. (What a report reads may be a later state already.)
+  auto seen = changes.WaitFor(5);
+  EXPECT_GE(server_.starts(), 2);
+  EXPECT_NE(std::find(seen.begin(), seen.end(),
+                      StateChanges::Seen(McpClient::State::kDown, server_.start_error.message())),
+            seen.end());
+}
+
 TEST(McpTools, NamesAreWhatModelApisAccept) {
   EXPECT_EQ(ToolName("ev", "get-sum"), "ev__get-sum");
   EXPECT_EQ(ToolName("fs", "read.file/x"), "fs__read_file_x");
@@ -670,7 +741,7 @@ TEST_F(McpClientTest, ServersToolsBecomeAGroupAndArgumentsAreCheckedBeforeSendin
   ServerSpec spec;
   spec.name = "ev";
   spec.command = {"unused"};
-  McpServers servers(registry, {spec}, "1", [this](const ServerSpec&) { return server_.Make(); });
+  McpServers servers(registry, {spec}, "1", nullptr, [this](const ServerSpec&) { return server_.Make(); });
   servers.Start();  // returns once the server is ready, its tools registered
   ASSERT_NE(registry.Find("ev__echo"), nullptr);
   EXPECT_EQ(registry.GroupOf("ev__echo"), "mcp:ev");
@@ -694,6 +765,40 @@ TEST_F(McpClientTest, ServersToolsBecomeAGroupAndArgumentsAreCheckedBeforeSendin
   servers.Stop();
   EXPECT_EQ(registry.Find("ev__echo"), nullptr);
   EXPECT_EQ(servers.Describe()[0]["state"], "stopped");
+}
+
+TEST_F(McpClientTest, ServersReportEveryChangeOfWhatTheyDescribe) {
+  agent::ToolRegistry registry;
+  ServerSpec spec;
+  spec.name = "ev";
+  spec.command = {"unused"};
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<Json> seen;  // Describe()[0] at each report
+  McpServers* servers_ptr = nullptr;
+  auto wait_for = [&](const std::function<bool(const Json&)>& pred) {
+    std::unique_lock lock(mu);
+    EXPECT_TRUE(cv.wait_for(lock, 5s, [&] { return !seen.empty() && pred(seen.back()); }))
+        << (seen.empty() ? Json() : seen.back());
+  };
+  McpServers servers(
+      registry, {spec}, "1",
+      [&] {
+        Json now = servers_ptr->Describe()[0];
+        std::lock_guard lock(mu);
+        seen.push_back(std::move(now));
+        cv.notify_all();
+      },
+      [this](const ServerSpec&) { return server_.Make(); });
+  servers_ptr = &servers;
+  servers.Start();
+  wait_for([](const Json& s) { return s["state"] == "ready" && s["tools"] == 1; });
+  // A new tool list is a change even though the state stays.
+  server_.tools.push_back({{"name", "add"}, {"inputSchema", {{"type", "object"}}}});
+  server_.Push({{"jsonrpc", "2.0"}, {"method", "notifications/tools/list_changed"}});
+  wait_for([](const Json& s) { return s["state"] == "ready" && s["tools"] == 2; });
+  servers.Stop();
+  wait_for([](const Json& s) { return s["state"] == "stopped" && s["tools"] == 0; });
 }
 
 }  // namespace

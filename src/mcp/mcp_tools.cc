@@ -134,13 +134,15 @@ Result<Json> ToolResultForModel(const std::string& tool, const Json& result) {
 }
 
 McpServers::McpServers(agent::ToolRegistry& tools, std::vector<ServerSpec> specs, std::string version,
+                       OnChange on_change,
                        std::function<std::unique_ptr<Transport>(const ServerSpec&)> make_transport)
-    : registry_(tools) {
+    : registry_(tools), on_change_(std::move(on_change)) {
   for (auto& spec : specs) {
     auto server = std::make_unique<Server>();
     Server* raw = server.get();
     McpClient::Options options{std::move(spec), make_transport};
     options.client_version = version;
+    options.on_state_change = on_change_;
     server->client = std::make_shared<McpClient>(
         std::move(options), [this, raw](std::vector<ToolInfo> tools) { Register(*raw, std::move(tools)); });
     servers_.push_back(std::move(server));
@@ -168,10 +170,12 @@ void McpServers::Stop() {
   std::vector<std::thread> stopping;
   for (auto& s : servers_) stopping.emplace_back([client = s->client] { client->Stop(); });
   for (auto& t : stopping) t.join();
+  bool had_tools = false;
   for (auto& s : servers_) {
     (void)registry_.ReplaceGroup("mcp:" + s->client->name(), {});
-    s->tools = 0;
+    had_tools = s->tools.exchange(0) != 0 || had_tools;
   }
+  if (had_tools && on_change_) on_change_();
 }
 
 void McpServers::Register(Server& server, std::vector<ToolInfo> tools) {
@@ -193,6 +197,7 @@ void McpServers::Register(Server& server, std::vector<ToolInfo> tools) {
     return;
   }
   server.tools = static_cast<int64_t>(n);
+  if (on_change_) on_change_();
 }
 
 McpClient* McpServers::Find(const std::string& name) const {

@@ -30,9 +30,19 @@ Result<Json> ToolResultForModel(const std::string& tool, const Json& result);
 // start with the host (Start), which waits for each server's first attempt
 // (at most its start_timeout, all in parallel) so that the first turn sees
 // their tools; a server that failed is retried in the background.
+//
+// Start and Stop from one thread; Describe and Find from any.
 class McpServers {
  public:
+  // Called whenever what Describe() returns may have changed: a server's
+  // state or error changed, or its tool list was replaced. It runs on the
+  // thread of that server's client (or the caller of Start or Stop), never
+  // under a lock of ours: it must be quick, thread-safe and must not call
+  // Start or Stop (the host publishes a change "mcp" on its EventHub).
+  using OnChange = std::function<void()>;
+
   McpServers(agent::ToolRegistry& tools, std::vector<ServerSpec> specs, std::string version,
+             OnChange on_change = nullptr,
              std::function<std::unique_ptr<Transport>(const ServerSpec&)> make_transport = MakeTransport);
   ~McpServers();
 
@@ -57,6 +67,7 @@ class McpServers {
   void Register(Server& server, std::vector<ToolInfo> tools);
 
   agent::ToolRegistry& registry_;
+  const OnChange on_change_;  // may be null
   std::vector<std::unique_ptr<Server>> servers_;
 };
 

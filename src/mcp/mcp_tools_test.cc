@@ -133,7 +133,7 @@ TEST(McpServers, StopsItsServersAllAtOnce) {
     specs.push_back(spec);
   }
   agent::ToolRegistry registry;
-  McpServers servers(registry, specs, "test",
+  McpServers servers(registry, specs, "test", nullptr,
                      [&](const ServerSpec&) { return std::make_unique<SlowToCloseTransport>(rendezvous); });
   servers.Start();
   for (const Json& s : servers.Describe()) EXPECT_EQ(s["state"], "ready") << s;

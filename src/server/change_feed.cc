@@ -55,12 +55,13 @@ void ChangeFeed::OnChange(const session::EventHub::Change& change) {
   if (!connection_) return;
   if (change.topic == "session" && !change.id.empty()) return OnSessionChanged(change.id);
   if (change.topic == "loops") loops_ = true;
+  if (change.topic == "mcp") mcp_ = true;
   Flush();
 }
 
 void ChangeFeed::Flush() {
   if (!connection_ || connection_->closing() || connection_->queued_messages() > 0) return;
-  if (sessions_.empty() && !all_sessions_ && !loops_) return;
+  if (sessions_.empty() && !all_sessions_ && !loops_ && !mcp_) return;
   Json message{{"type", "changed"}};
   if (all_sessions_) {
     message["all_sessions"] = true;
@@ -68,9 +69,11 @@ void ChangeFeed::Flush() {
     message["sessions"] = sessions_;
   }
   if (loops_) message["loops"] = true;
+  if (mcp_) message["mcp"] = true;
   sessions_.clear();
   all_sessions_ = false;
   loops_ = false;
+  mcp_ = false;
   (void)connection_->Send(DumpJson(message));
 }
 

@@ -12,8 +12,9 @@ namespace dsh::server {
 // The profile's change feed over a WebSocket (`GET /api/changes`,
 // docs/API.md): `{"type":"ready"}` once, then `{"type":"changed", ...}`
 // naming the sessions whose log grew or whose live agent started or stopped
-// on this host, and whether the loops changed. It carries no data: a view
-// re-reads what a message names (the browser's sidebar reads session_status).
+// on this host, and whether the loops or this host's MCP servers changed. It
+// carries no data: a view re-reads what a message names (the browser's
+// sidebar reads session_status, its automation panel GET /api/host).
 //
 // Coalesced by flow control: a change that arrives while a message waits to
 // be written joins the next message, so a busy host sends a slow client few
@@ -48,6 +49,7 @@ class ChangeFeed final : public WebSocketSession, public std::enable_shared_from
   std::set<std::string> sessions_;  // changed since the last message
   bool all_sessions_ = false;       // too many to list
   bool loops_ = false;
+  bool mcp_ = false;
 };
 
 }  // namespace dsh::server

@@ -6,6 +6,8 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include <filesystem>
+#include <fstream>
 #include <future>
 #include <set>
 #include <thread>
@@ -609,7 +611,7 @@ TEST_F(SessionRoutesTest, StopClosesStreamsWithGoingAwayAndTheIoContextFinishes)
 // over a real Host (echo model, fake clock) on a temporary profile.
 // --- WebSocket /api/changes ---
 
-TEST_F(SessionRoutesTest, TheChangeFeedNamesSessionsWhoseLogGrewAndSaysWhenLoopsChanged) {
+TEST_F(SessionRoutesTest, TheChangeFeedNamesSessionsWhoseLogGrewAndSaysWhenLoopsOrMcpServersChanged) {
   StartServer();
   NewSession();
   auto c = WsClient::Connect(port_, "/api/changes", {{"Cookie", "dsh_token=secret"}});
@@ -629,6 +631,10 @@ TEST_F(SessionRoutesTest, TheChangeFeedNamesSessionsWhoseLogGrewAndSaysWhenLoops
   auto loops = (*c)->ReadJson();
   ASSERT_TRUE(loops.ok());
   EXPECT_EQ(*loops, (Json{{"type", "changed"}, {"loops", true}}));
+  hub_.PublishChange({"mcp", ""});  // an MCP server of the host changed
+  auto mcp = (*c)->ReadJson();
+  ASSERT_TRUE(mcp.ok());
+  EXPECT_EQ(*mcp, (Json{{"type", "changed"}, {"mcp", true}}));
   EXPECT_TRUE((*c)->Close().ok());
 }
 
@@ -674,9 +680,16 @@ TEST_F(SessionRoutesTest, TheChangeFeedNeedsTheTokenAndTheSameOrigin) {
 
 class HostRoutesTest : public ::testing::Test {
  protected:
+  // The profile's dsh.yml; none when empty.
+  virtual std::string Config() const { return ""; }
+
   void SetUp() override {
     host::HostOptions options;
     options.home = dir_.File("home");
+    if (std::string config = Config(); !config.empty()) {
+      std::filesystem::create_directories(*options.home);
+      std::ofstream(*options.home + "/dsh.yml") << config;
+    }
     options.clock = &clock_;
     options.env = [](const std::string&) { return std::optional<std::string>(); };  // echo/echo
     auto host = host::Host::Open(options);
@@ -689,11 +702,16 @@ class HostRoutesTest : public ::testing::Test {
                                                                              .sessions = &host_->sessions(),
                                                                              .events = &host_->events(),
                                                                              .host = host_.get()});
-    server_ = std::make_unique<HttpServer>(ioc_, HttpServer::Options{}, [this](HttpRequest req, Respond r) {
+    HttpServer::Options server_options;
+    server_options.websocket = [this](HttpRequest req, UpgradeRespond r) {
+      api_->HandleUpgrade(std::move(req), std::move(r));
+    };
+    server_ = std::make_unique<HttpServer>(ioc_, server_options, [this](HttpRequest req, Respond r) {
       api_->Handle(std::move(req), std::move(r));
     });
     auto port = server_->Listen();
     ASSERT_TRUE(port.ok()) << port.status().ToString();
+    port_ = *port;
     base_ = "http://127.0.0.1:" + std::to_string(*port);
     for (int i = 0; i < 2; ++i) threads_.emplace_back([this] { ioc_.run(); });
   }
@@ -751,6 +769,7 @@ class HostRoutesTest : public ::testing::Test {
   boost::asio::io_context ioc_;
   std::unique_ptr<Api> api_;
   std::unique_ptr<HttpServer> server_;
+  uint16_t port_ = 0;
   std::string base_;
   std::vector<std::thread> threads_;
 };
@@ -921,6 +940,37 @@ TEST_F(HostRoutesTest, CronPreviewGivesWhatIsLeftBeforeTheYear10000AndAnErrorWhe
   EXPECT_EQ(none.status, 400) << none.body;
   EXPECT_EQ(Error(none)["code"], "cron_never_fires") << none.body;
   EXPECT_NE(none.body.find("no occurrence after 9999-06-01T00:00:00+00:00"), std::string::npos) << none.body;
+}
+
+// A host whose MCP server cannot start: it is retried in the background.
+class McpHostRoutesTest : public HostRoutesTest {
+ protected:
+  std::string Config() const override {
+    return "mcp:\n  servers:\n    broken:\n      command: [" + dir_.File("no-such-mcp-server") + "]\n";
+  }
+};
+
+TEST_F(McpHostRoutesTest, TheChangeFeedSaysWhenAnMcpServerChangesState) {
+  auto feed = WsClient::Connect(port_, "/api/changes", {{"Authorization", "Bearer secret"}});
+  ASSERT_TRUE(feed.ok()) << feed.status().ToString();
+  auto ready = (*feed)->ReadJson();
+  ASSERT_TRUE(ready.ok()) << ready.status().ToString();
+  EXPECT_EQ((*ready)["type"], "ready");
+  // Its next retry (0.5 s after the first attempt, then 1 s, 2 s...) goes
+  // from down to starting and down again, on the server's client thread.
+  for (;;) {
+    auto m = (*feed)->ReadJson(30s);
+    ASSERT_TRUE(m.ok()) << "no mcp change: " << m.status().ToString();
+    if (m->value("mcp", false)) break;
+  }
+  auto host = Get("/api/host");
+  ASSERT_EQ(host.status, 200) << host.body;
+  Json server = Json::parse(host.body)["mcp_servers"][0];
+  EXPECT_EQ(server["name"], "broken");
+  EXPECT_NE(server["state"], "ready");
+  EXPECT_NE(server["last_error"].get<std::string>().find("No such file or directory"), std::string::npos)
+      << server;
+  EXPECT_TRUE((*feed)->Close().ok());
 }
 
 }  // namespace

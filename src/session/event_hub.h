@@ -37,7 +37,8 @@ class EventHub {
   using DeltaListener = std::function<void(const std::string& session_id, const Delta& delta)>;
   // Something a view shows changed without an event in a session's log: a
   // session's live agent started or stopped here (topic "session", id = the
-  // session), or a plugin's state changed (topic "loops"). Best effort and
+  // session), a plugin's state changed (topic "loops"), or an MCP server of
+  // the host changed its state or tools (topic "mcp"). Best effort and
   // in-process, like deltas: a listener re-reads what the change names.
   struct Change {
     std::string topic;

@@ -58,6 +58,17 @@ export interface HostInfo {
   default_preset: string;
   providers?: { name: string; models: { name: string; reasoning_efforts: string[] }[] | null; available: boolean }[];
   global_session_id: string | null;
+  // The MCP servers of `mcp.servers` (docs/MCP.md), by name; absent from an older host.
+  mcp_servers?: McpServerView[];
+}
+
+export interface McpServerView {
+  name: string;
+  transport: "stdio" | "http";
+  state: "starting" | "ready" | "down" | "stopped";
+  tools: number;
+  protocol_version: string;  // "" before the first connection
+  last_error: string;        // "" when it never failed
 }
 
 export interface StoredEvent {

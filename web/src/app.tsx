@@ -2,6 +2,7 @@ import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import { api, type HostInfo, type SessionRow } from "./api";
 import { followChanges, throttle } from "./changes";
 import { fieldOfError } from "./lib/fields.js";
+import { rereads } from "./lib/mcp.js";
 import { Automation } from "./automation";
 import { Composer } from "./composer";
 import { Conversation, type CommandResult } from "./conversation";
@@ -46,9 +47,10 @@ export function App() {
   const [limit, setLimit] = useState(PAGE);
   const [automation, setAutomation] = useState(automationFromHash);
   const [zones, setZones] = useState<Record<string, string>>({});  // session -> its time_zone
-  // Bumped when the change feed reports loops or sessions changed.
+  // Bumped when the change feed reports loops, sessions or MCP servers changed.
   const [loopsVersion, setLoopsVersion] = useState(0);
   const [sessionsVersion, setSessionsVersion] = useState(0);
+  const [mcpVersion, setMcpVersion] = useState(0);
   const [, setTick] = useState(0);  // re-renders the relative times
   const results_counter = useRef(0);
   const limitRef = useRef(limit);
@@ -72,15 +74,21 @@ export function App() {
       setSessionsVersion((v) => v + 1);
     }, REFRESH_MS);
     const loopsLater = throttle(() => setLoopsVersion((v) => v + 1), REFRESH_MS);
+    const mcpLater = throttle(() => setMcpVersion((v) => v + 1), REFRESH_MS);
     const stop = followChanges((m) => {
-      if (m.type === "ready") {
-        void refresh();
-        setLoopsVersion((v) => v + 1);
-        setSessionsVersion((v) => v + 1);
+      const again = rereads(m);
+      if (m.type === "ready") {  // everything, at once
+        if (again.sessions) {
+          void refresh();
+          setSessionsVersion((v) => v + 1);
+        }
+        if (again.loops) setLoopsVersion((v) => v + 1);
+        if (again.mcp) setMcpVersion((v) => v + 1);
         return;
       }
-      if (m.sessions?.length || m.all_sessions) later();
-      if (m.loops) loopsLater();
+      if (again.sessions) later();
+      if (again.loops) loopsLater();
+      if (again.mcp) mcpLater();
     });
     const ticker = setInterval(() => setTick((t) => t + 1), 30_000);
     const onHash = () => {
@@ -152,7 +160,7 @@ export function App() {
         {automation ? (
           host && (
             <Automation host={host} session={automation.session} loopsVersion={loopsVersion}
-                        sessionsVersion={sessionsVersion} onOpenSession={open} />
+                        sessionsVersion={sessionsVersion} mcpVersion={mcpVersion} onOpenSession={open} />
           )
         ) : current ? (
           <>

@@ -1,13 +1,15 @@
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
-import { api, clientTimeZone, type HostInfo, type LoopRun, type LoopView } from "./api";
+import { api, clientTimeZone, type HostInfo, type LoopRun, type LoopView, type McpServerView } from "./api";
 import { fieldOfError } from "./lib/fields.js";
 import { countdown, scheduleWords, targetWords, toSeconds, UNITS } from "./lib/loops.js";
+import { mcpError, mcpSummary } from "./lib/mcp.js";
 import { useNow } from "./use_now";
 
 // The global automation panel (spec 000 §8.2, docs/UI.md): every loop of the
 // profile (or those targeting one session), their run history, and the form
 // that creates one. A view over loop_list / loop_create / loop_delete and
-// list_sessions; it never schedules anything itself.
+// list_sessions; it never schedules anything itself. Above them, the MCP
+// servers the host runs for its agents and whether they work (GET /api/host).
 
 const PAGE = 100;  // rows rendered per "Show more", so a profile with 10,000 loops stays quick
 
@@ -42,13 +44,14 @@ interface Props {
   host: HostInfo;
   // Loops targeting this session only, and "This session" as a target; null = every loop.
   session: string | null;
-  // Bumped when the change feed says the loops (or the sessions) changed.
+  // Bumped when the change feed says the loops (or the sessions, or the MCP servers) changed.
   loopsVersion: number;
   sessionsVersion: number;
+  mcpVersion: number;
   onOpenSession: (id: string) => void;
 }
 
-export function Automation({ host, session, loopsVersion, sessionsVersion, onOpenSession }: Props) {
+export function Automation({ host, session, loopsVersion, sessionsVersion, mcpVersion, onOpenSession }: Props) {
   const [loops, setLoops] = useState<LoopView[] | null>(null);
   const [error, setError] = useState<string | null>(null);
   const [notice, setNotice] = useState<string | null>(null);
@@ -102,6 +105,7 @@ export function Automation({ host, session, loopsVersion, sessionsVersion, onOpe
         </span>
       </header>
       <div class="automation-body">
+        <McpServers initial={host.mcp_servers ?? []} version={mcpVersion} />
         <LoopForm host={host} session={session} sessions={sessions} onCreated={(l) => {
           setNotice(`Created the loop "${preview(l.prompt, 60)}".`);
           void reload();
@@ -128,6 +132,72 @@ export function Automation({ host, session, loopsVersion, sessionsVersion, onOpe
             )}
           </>
         )}
+      </div>
+    </section>
+  );
+}
+
+// The host's MCP servers (docs/MCP.md), re-read from GET /api/host whenever
+// `version` changes (the change feed's `mcp`, and every `ready`). Nothing
+// when the host has none.
+function McpServers({ initial, version }: { initial: McpServerView[]; version: number }) {
+  const [servers, setServers] = useState(initial);
+  const [error, setError] = useState<string | null>(null);
+  const asked = useRef(0);
+  useEffect(() => {
+    // Only the newest answer counts: re-reads may overlap.
+    const mine = ++asked.current;
+    api
+      .host()
+      .then((h) => {
+        if (mine !== asked.current) return;
+        setServers(h.mcp_servers ?? []);
+        setError(null);
+      })
+      .catch((e: any) => mine === asked.current && setError(e?.message ?? String(e)));
+  }, [version]);
+  if (servers.length === 0) return null;
+  return (
+    <section class="mcp" aria-labelledby="mcp-title">
+      <div class="mcp-title">
+        <h2 id="mcp-title">MCP servers</h2>
+        <span class="muted">{mcpSummary(servers)}</span>
+      </div>
+      {error && <p class="error-text" role="alert">Could not read the MCP servers: {error}</p>}
+      {/* The roles are explicit: a narrow screen lays the rows out as grids
+          (style.css), which must not take their table semantics away. */}
+      <div class="mcp-table">
+        <table role="table" aria-labelledby="mcp-title">
+          <thead role="rowgroup">
+            <tr role="row">
+              <th scope="col" role="columnheader">Server</th>
+              <th scope="col" role="columnheader">Transport</th>
+              <th scope="col" role="columnheader">State</th>
+              <th scope="col" role="columnheader">Tools</th>
+              <th scope="col" role="columnheader">Protocol</th>
+              <th scope="col" role="columnheader">Last error</th>
+            </tr>
+          </thead>
+          <tbody role="rowgroup">
+            {servers.map((s) => {
+              const problem = mcpError(s);
+              return (
+                <tr key={s.name} role="row" data-server={s.name}>
+                  <th scope="row" role="rowheader" class="mcp-name">{s.name}</th>
+                  <td role="cell" class="mcp-transport">{s.transport}</td>
+                  <td role="cell" class="mcp-state"><span class={`state mcp-${s.state}`}>{s.state}</span></td>
+                  <td role="cell" class="mcp-tools">{s.tools}</td>
+                  <td role="cell" class="mcp-protocol">{s.protocol_version || "—"}</td>
+                  <td role="cell" class={problem ? "mcp-error" : "mcp-error none"}>
+                    {problem ? (
+                      <span class={problem.kind === "current" ? "error-text" : "muted"}>{problem.text}</span>
+                    ) : "—"}
+                  </td>
+                </tr>
+              );
+            })}
+          </tbody>
+        </table>
       </div>
     </section>
   );

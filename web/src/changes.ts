@@ -1,5 +1,6 @@
 // The profile's change feed (`GET /api/changes`, docs/API.md): which
-// sessions changed and whether the loops did. It carries no data; the views
+// sessions changed and whether the loops or the host's MCP servers did. It
+// carries no data; the views
 // re-read what it names. Reconnects with backoff; every (re)connect starts
 // with `ready`, after which a view re-reads everything it shows, so nothing
 // that changed while the feed was down is missed.
@@ -9,6 +10,7 @@ export interface ChangeMessage {
   sessions?: string[];
   all_sessions?: boolean;
   loops?: boolean;
+  mcp?: boolean;
 }
 
 export function changesUrl(): string {

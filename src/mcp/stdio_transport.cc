@@ -175,9 +175,12 @@ struct Child {
 Result<Child> Spawn(const ServerSpec& spec) {
   Fd child_stdin, child_stdout, child_stderr;
   Child child;
-  DSH_RETURN_IF_ERROR(MakePipe(child_stdin, child.stdin_w));
-  DSH_RETURN_IF_ERROR(MakePipe(child.stdout_r, child_stdout));
-  DSH_RETURN_IF_ERROR(MakePipe(child.stderr_r, child_stderr));
+  for (auto [read, write] : {std::pair{&child_stdin, &child.stdin_w}, std::pair{&child.stdout_r, &child_stdout},
+                             std::pair{&child.stderr_r, &child_stderr}}) {
+    if (Status st = MakePipe(*read, *write); !st.ok()) {
+      return Unavailable("cannot run MCP server " + spec.name + ": " + st.message());
+    }
+  }
 
   SpawnSetup setup;
   // dup2 clears close-on-exec on the copies. Then every descriptor above

@@ -75,17 +75,28 @@ describe("conversation", () => {
   test("the answer streams as deltas over the WebSocket before it is committed", async () => {
     const page = await signedIn(browser, host);
     const frames = [];
-    page.on("websocket", (ws) => ws.on("framereceived", (f) => frames.push(JSON.parse(String(f.payload)))));
+    const isCommitted = (f) => f.type === "event" && f.event.type === "message/assistant" && f.event.data.text === "echo: and again";
+    let committedArrived;
+    const committedFrame = new Promise((ok) => (committedArrived = ok));
+    page.on("websocket", (ws) => ws.on("framereceived", (f) => {
+      const frame = JSON.parse(String(f.payload));
+      frames.push(frame);
+      if (isCommitted(frame)) committedArrived();
+    }));
     await newSession(page, "stream please");
     await page.getByText("echo: stream please").waitFor();
     await message(page).fill("and again");
     await page.keyboard.press("Enter");
+    // The text shows from the delta already; the committed event comes after.
     await page.getByText("echo: and again").waitFor();
+    await committedFrame;
     const delta = frames.findIndex((f) => f.type === "delta" && f.text === "echo: and again");
-    const committed = frames.findIndex((f) => f.type === "event" && f.event.type === "message/assistant" && f.event.data.text === "echo: and again");
+    const committed = frames.findIndex(isCommitted);
     assert.ok(delta >= 0, "a delta arrived: " + JSON.stringify(frames.map((f) => f.type)));
     assert.ok(delta < committed, "before the committed answer");
-    assert.equal(await page.getByTestId("streaming").count(), 0, "the committed answer replaced it");
+    // The committed answer replaces the streamed one: it goes, and the answer shows once.
+    await page.getByTestId("streaming").waitFor({ state: "detached" });
+    assert.equal(await page.getByText("echo: and again", { exact: true }).count(), 1, "the answer shows once");
     await page.context().close();
   });
 

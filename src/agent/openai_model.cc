@@ -4,6 +4,7 @@
 // timeout are all noticed within one slice, even while no byte arrives.
 
 #include <curl/curl.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <atomic>
@@ -58,7 +59,7 @@ const char* RoleName(ModelMessage::Role role) {
   return "user";
 }
 
-Json RequestBody(const ModelRequest& request) {
+Json RequestBody(const ModelRequest& request, bool ask_usage) {
   Json messages = Json::array();
   for (const auto& m : request.messages) {
     Json j{{"role", RoleName(m.role)}};
@@ -87,11 +88,10 @@ Json RequestBody(const ModelRequest& request) {
     messages.push_back(std::move(j));
   }
   // `stream_options.include_usage`: the token counts arrive in a last
-  // chunk (dsh_model_tokens_total); servers that do not know it ignore it.
-  Json body{{"model", request.model},
-            {"messages", std::move(messages)},
-            {"stream", true},
-            {"stream_options", {{"include_usage", true}}}};
+  // chunk (dsh_model_tokens_total). Most servers that do not know it ignore
+  // it; one that refuses it is asked without it (OpenAiModel::Run).
+  Json body{{"model", request.model}, {"messages", std::move(messages)}, {"stream", true}};
+  if (ask_usage) body["stream_options"] = {{"include_usage", true}};
   if (!request.tools.empty()) {
     Json tools = Json::array();
     for (const auto& t : request.tools) {
@@ -305,11 +305,24 @@ class OpenAiModel final : public ModelAdapter {
   bool Interrupted(const Call& call) const { return stopping_.load() || call.cancel->cancelled(); }
 
   Result<ModelResponse> Run(CURLM* multi, const Call& call) {
-    const std::string body = DumpJson(RequestBody(call.request));
+    bool ask_usage = !usage_refused_.load();
+    std::string body = DumpJson(RequestBody(call.request, ask_usage));
     milliseconds backoff = std::max(milliseconds(1), options_.backoff_initial);
     for (int attempt = 0;; ++attempt) {
       if (Interrupted(call)) return Cancelled();
       Attempt a = Perform(multi, call, body);
+      if (ask_usage && RefusedStreamOptions(a)) {
+        // Older Azure OpenAI API versions, say: no token counts from this
+        // server, and the same call at once without them (not an attempt).
+        if (!usage_refused_.exchange(true)) {
+          spdlog::warn("{} refuses `stream_options`; asking it for no token counts from now on ({})", url_,
+                       a.result.status().message());
+        }
+        ask_usage = false;
+        body = DumpJson(RequestBody(call.request, false));
+        --attempt;
+        continue;
+      }
       if (!a.retriable || attempt >= options_.max_retries) {
         if (attempt > 0 && !a.result.ok() && a.result.status().code() != codes::kCancelled) {
           return a.result.status().WithContext("after " + std::to_string(attempt + 1) + " attempts");
@@ -337,7 +350,14 @@ class OpenAiModel final : public ModelAdapter {
 
   Attempt Perform(CURLM* multi, const Call& call, const std::string& body);
 
+  static bool RefusedStreamOptions(const Attempt& a) {
+    return !a.result.ok() && a.result.status().code() == codes::kModelError &&
+           a.result.status().message().rfind("HTTP 400 ", 0) == 0 &&
+           a.result.status().message().find("stream_options") != std::string::npos;
+  }
+
   const OpenAiOptions options_;
+  std::atomic<bool> usage_refused_{false};  // the server refused `stream_options` once
   std::string url_;
   std::mutex mu_;
   std::condition_variable queue_cv_;    // a call was queued, or stopping

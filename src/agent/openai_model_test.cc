@@ -154,6 +154,40 @@ TEST(OpenAiModel, AsksForAndReportsTheTokensTheProviderCounted) {
   EXPECT_EQ(without->output_tokens, std::nullopt);
 }
 
+// Some OpenAI-compatible servers (older Azure OpenAI API versions among
+// them) refuse `stream_options` with a 400: the call is made again without
+// it, and the adapter stops asking for usage from then on.
+TEST(OpenAiModel, AServerThatRefusesStreamOptionsIsAskedAgainWithoutThem) {
+  FakeChatServer server;
+  server.Enqueue(testing::Error(400, "Unrecognized request argument supplied: stream_options"));
+  server.Enqueue(testing::TextReply("first"));
+  server.Enqueue(testing::TextReply("second"));
+  auto model = MakeOpenAiModel(Options(server));
+  auto first = Start(*model)->Get();
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(first->text, "first");
+  auto second = Start(*model)->Get();
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(second->text, "second");
+  auto requests = server.requests();
+  ASSERT_EQ(requests.size(), 3u);
+  EXPECT_TRUE(requests[0].json.contains("stream_options"));
+  EXPECT_FALSE(requests[1].json.contains("stream_options"));
+  EXPECT_FALSE(requests[2].json.contains("stream_options"));
+  EXPECT_EQ(requests[1].json["messages"], requests[0].json["messages"]);
+}
+
+// Another 400 is the caller's error, made once.
+TEST(OpenAiModel, ABadRequestForAnotherReasonIsNotMadeAgain) {
+  FakeChatServer server;
+  server.Enqueue(testing::Error(400, "messages: too long"));
+  auto model = MakeOpenAiModel(Options(server));
+  auto r = Start(*model)->Get();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), "model_error");
+  EXPECT_EQ(server.requests().size(), 1u);
+}
+
 TEST(OpenAiModel, KeepsReasoningApartFromText) {
   FakeChatServer server;
   server.Enqueue(testing::ReasoningThenText("Think about it carefully.", "The answer is 4."));

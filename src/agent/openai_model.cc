@@ -105,11 +105,6 @@ Json RequestBody(const ModelRequest& request, bool ask_usage) {
   return body;
 }
 
-const std::string* StringField(const Json& object, const char* key) {
-  auto it = object.find(key);
-  return it != object.end() && it->is_string() ? it->get_ptr<const std::string*>() : nullptr;
-}
-
 // Ids and names usually arrive whole in the first fragment; some servers
 // repeat them whole in later fragments, which must not double them.
 void AppendFragment(std::string& into, const std::string& fragment) {
@@ -137,7 +132,7 @@ class ChatStream {
     const Json& chunk = *parsed;
     if (!chunk.is_object()) return Status(codes::kModelBadResponse, "a stream chunk is not an object: " + Truncate(event.data));
     if (auto error = chunk.find("error"); error != chunk.end()) {
-      const std::string* message = error->is_object() ? StringField(*error, "message") : nullptr;
+      const std::string* message = error->is_object() ? StringMember(*error, "message") : nullptr;
       return Status(codes::kModelError, "the provider reported an error mid-stream: " +
                                      (message ? *message : Truncate(DumpJson(*error))));
     }
@@ -156,7 +151,7 @@ class ChatStream {
     auto delta = choice.find("delta");
     if (delta == choice.end()) delta = choice.find("message");  // servers that ignore `stream`
     if (delta != choice.end() && delta->is_object()) DSH_RETURN_IF_ERROR(OnDelta(*delta));
-    if (const std::string* reason = StringField(choice, "finish_reason")) finish_reason_ = *reason;
+    if (const std::string* reason = StringMember(choice, "finish_reason")) finish_reason_ = *reason;
     return Status::Ok();
   }
 
@@ -180,12 +175,12 @@ class ChatStream {
 
  private:
   Status OnDelta(const Json& delta) {
-    if (const std::string* content = StringField(delta, "content"); content && !content->empty()) {
+    if (const std::string* content = StringMember(delta, "content"); content && !content->empty()) {
       response_.text += *content;
       if (on_delta_) on_delta_(ModelDelta{ModelDelta::Kind::kText, *content});
     }
-    const std::string* reasoning = StringField(delta, "reasoning_content");
-    if (!reasoning) reasoning = StringField(delta, "reasoning");
+    const std::string* reasoning = StringMember(delta, "reasoning_content");
+    if (!reasoning) reasoning = StringMember(delta, "reasoning");
     if (reasoning && !reasoning->empty()) {
       response_.reasoning += *reasoning;
       if (on_delta_) on_delta_(ModelDelta{ModelDelta::Kind::kReasoning, *reasoning});
@@ -199,10 +194,10 @@ class ChatStream {
       int64_t index = static_cast<int64_t>(i);
       if (auto it = entry.find("index"); it != entry.end() && it->is_number_integer()) index = it->get<int64_t>();
       ModelToolCall& call = calls_[index];
-      if (const std::string* id = StringField(entry, "id")) AppendFragment(call.id, *id);
+      if (const std::string* id = StringMember(entry, "id")) AppendFragment(call.id, *id);
       if (auto fn = entry.find("function"); fn != entry.end() && fn->is_object()) {
-        if (const std::string* name = StringField(*fn, "name")) AppendFragment(call.name, *name);
-        if (const std::string* args = StringField(*fn, "arguments")) call.arguments += *args;
+        if (const std::string* name = StringMember(*fn, "name")) AppendFragment(call.name, *name);
+        if (const std::string* args = StringMember(*fn, "arguments")) call.arguments += *args;
       }
     }
     return Status::Ok();
@@ -542,7 +537,7 @@ Attempt OpenAiModel::Perform(CURLM* multi, const Call& call, const std::string& 
     if (auto parsed = ParseJson(t.error_body); parsed.ok() && parsed->is_object()) {
       if (auto error = parsed->find("error"); error != parsed->end()) {
         if (error->is_object()) {
-          if (const std::string* m = StringField(*error, "message")) detail = *m;
+          if (const std::string* m = StringMember(*error, "message")) detail = *m;
         } else if (error->is_string()) {
           detail = error->get<std::string>();
         }

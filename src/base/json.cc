@@ -47,4 +47,10 @@ std::string JsonTypeName(const Json& value) {
   return "unknown";
 }
 
+const std::string* StringMember(const Json& object, std::string_view key) {
+  if (!object.is_object()) return nullptr;
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get_ptr<const std::string*>() : nullptr;
+}
+
 }  // namespace dsh

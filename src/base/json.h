@@ -25,4 +25,9 @@ std::string JsonTypeName(const Json& value);
 // text cut to `max_chars` ("string \"abc\"", "number 1.5", "object").
 std::string DescribeJson(const Json& value, size_t max_chars = 40);
 
+// The member `key` of `object` when it is a string; nullptr when `object` is
+// not an object or the member is missing or of another type. For reading
+// what a peer sent without the exceptions of `value()` and `get()`.
+const std::string* StringMember(const Json& object, std::string_view key);
+
 }  // namespace dsh

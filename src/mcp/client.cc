@@ -26,10 +26,8 @@ Status Unavailable(const std::string& server, const std::string& why) {
 // The member `key` of `object` when it is a string, else nullopt (missing,
 // another type, `object` not an object).
 std::optional<std::string> StringField(const Json& object, const char* key) {
-  if (!object.is_object()) return std::nullopt;
-  auto it = object.find(key);
-  if (it == object.end() || !it->is_string()) return std::nullopt;
-  return it->get<std::string>();
+  const std::string* s = StringMember(object, key);
+  return s ? std::optional<std::string>(*s) : std::nullopt;
 }
 
 }  // namespace

@@ -48,8 +48,8 @@ class McpTool final : public agent::Tool {
 };
 
 std::string Str(const Json& object, const char* key) {
-  auto it = object.find(key);
-  return it != object.end() && it->is_string() ? it->get<std::string>() : "";
+  const std::string* s = StringMember(object, key);
+  return s ? *s : "";
 }
 
 // The size of base64 `data` once decoded (padded or not; for a summary, so

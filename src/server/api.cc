@@ -653,10 +653,11 @@ void Api::HandleMcp(HttpRequest req, Respond respond) const {
     if (!McpEndpoint::SupportsVersion(*version)) {
       std::string supported;
       for (const auto& v : McpEndpoint::SupportedVersions()) supported += (supported.empty() ? "" : ", ") + v;
-      return respond(McpFailure(400, McpEndpoint::ErrorResponse(message.kind == McpMessage::Kind::kRequest ? message.id : Json(nullptr),
-                                                                McpEndpoint::kInvalidRequest,
-                                                                "unsupported MCP-Protocol-Version \"" + *version +
-                                                                    "\" (supported: " + supported + ")")));
+      const Json id = message.kind == McpMessage::Kind::kRequest ? message.id : Json(nullptr);
+      return respond(McpFailure(
+          400, McpEndpoint::ErrorResponse(id, McpEndpoint::kInvalidRequest,
+                                          "unsupported MCP-Protocol-Version \"" + *version +
+                                              "\" (supported: " + supported + ")")));
     }
   }
   if (message.kind != McpMessage::Kind::kRequest) {

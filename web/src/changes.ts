@@ -1,9 +1,9 @@
 // The profile's change feed (`GET /api/changes`, docs/API.md): which
 // sessions changed and whether the loops or the host's MCP servers did. It
-// carries no data; the views
-// re-read what it names. Reconnects with backoff; every (re)connect starts
-// with `ready`, after which a view re-reads everything it shows, so nothing
-// that changed while the feed was down is missed.
+// carries no data; the views re-read what it names. Reconnects with backoff;
+// every (re)connect starts with `ready`, after which a view re-reads
+// everything it shows, so nothing that changed while the feed was down is
+// missed.
 
 export interface ChangeMessage {
   type: "ready" | "changed";

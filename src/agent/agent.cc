@@ -16,6 +16,11 @@ EventDraft Draft(std::string_view type, Json data) { return EventDraft{std::stri
 
 Json ErrorJson(const Status& st) { return Json{{"code", st.code()}, {"message", st.message()}}; }
 
+bool IsBlankText(const Json& data) {
+  auto text = data.find("text");
+  return text == data.end() || !text->is_string() || text->get_ref<const std::string&>().find_first_not_of(" \t\r\n") == std::string::npos;
+}
+
 EventDraft ToolResultDraft(const ModelToolCall& call, const Result<Json>& r) {
   Json data = {{"call_id", call.id}, {"name", call.name}};
   if (r.ok()) {
@@ -237,16 +242,24 @@ void Agent::Deliver(InboxMessage message, std::optional<std::string> key, std::f
     auto first_id = std::make_shared<std::string>();
     // A used key rolls the whole job back (the turn never started) and
     // answers with the first message's id.
-    session::SessionStore::AlsoFn insert = [msg, key = std::move(key), first_id](store::Tx& tx, const Events&) -> Status {
+    auto activity_rows = std::make_shared<int64_t>(0);
+    session::SessionStore::AlsoFn insert = [msg, key = std::move(key), first_id, activity_rows](
+                                               store::Tx& tx, const Events& stored) -> Status {
       DSH_ASSIGN_OR_RETURN(auto inserted, agent_store::Insert(tx, *msg, key));
-      if (!inserted.duplicate) return Status::Ok();
-      *first_id = inserted.message_id;
-      return Status("duplicate_key", "the key was used before");
+      if (inserted.duplicate) {
+        *first_id = inserted.message_id;
+        return Status("duplicate_key", "the key was used before");
+      }
+      if (!msg->activity) return Status::Ok();
+      DSH_ASSIGN_OR_RETURN(*activity_rows, activity::TurnStarted(tx, stored));
+      *activity_rows += 1;
+      return Status::Ok();
     };
     // The caller gets its answer from the commit itself, even if this agent
     // stops before its own continuation runs.
-    auto on_strand = self->OnStrand<Result<Events>>([self, msg](Result<Events> r) {
+    auto on_strand = self->OnStrand<Result<Events>>([self, msg, activity_rows](Result<Events> r) {
       if (r.ok()) {
+        self->NoteActivity(*activity_rows);
         self->events_.insert(self->events_.end(), r->begin(), r->end());
         self->taken_.push_back(msg->message_id);
         return self->Step();
@@ -378,6 +391,8 @@ void Agent::Step() {
 
 void Agent::OnModel(Result<ModelResponse> r) {
   if (!r.ok()) return EndTurn(r.status());
+  if (r->input_tokens) turn_input_tokens_ = turn_input_tokens_.value_or(0) + *r->input_tokens;
+  if (r->output_tokens) turn_output_tokens_ = turn_output_tokens_.value_or(0) + *r->output_tokens;
   std::vector<EventDraft> drafts;
   if (!r->reasoning.empty()) drafts.push_back(Draft(et::kReasoning, {{"text", r->reasoning}}));
   if (!r->text.empty() || r->tool_calls.empty()) drafts.push_back(Draft(et::kAssistantMessage, {{"text", r->text}}));
@@ -419,21 +434,62 @@ void Agent::RunTools(std::vector<ModelToolCall> calls, size_t index, std::vector
 }
 
 void Agent::EndTurn(Status error, std::vector<EventDraft> drafts) {
+  activity::TurnEnd outcome = TurnOutcome(error, drafts);
   Json end = {{"status", error.ok() ? "completed" : "error"}};
   if (!error.ok()) end["error"] = ErrorJson(error);
+  if (turn_input_tokens_ || turn_output_tokens_) {
+    end["usage"] = {{"input_tokens", turn_input_tokens_.value_or(0)}, {"output_tokens", turn_output_tokens_.value_or(0)}};
+  }
+  turn_input_tokens_.reset();
+  turn_output_tokens_.reset();
   drafts.push_back(Draft(event_types::kTurnEnd, std::move(end)));
   auto consume = std::move(taken_);
   taken_.clear();
   bool completed = error.ok();
   manager_.CountTurn(RouteName(), completed, manager_.clock_.MonotonicNow() - turn_started_);
-  Append(std::move(drafts), std::move(consume), [this, completed](Result<Events> r) {
+  auto next = [this, completed](Result<Events> r) {
     if (!r.ok()) spdlog::error("session {}: could not record the end of a turn: {}", header_.id, r.status().ToString());
     cancel_.reset();
     running_ = false;
     running_flag_ = false;
     BecomeIdle();
     if (completed && r.ok()) MaybeGenerateTitle();
-  });
+  };
+  Append(std::move(drafts), std::move(consume), std::move(next), std::move(outcome));
+}
+
+activity::TurnEnd Agent::TurnOutcome(const Status& error, const std::vector<EventDraft>& drafts) const {
+  activity::TurnEnd end;
+  end.ended_at = ToUnixMillis(manager_.clock_.Now());
+  end.input_tokens = turn_input_tokens_;
+  end.output_tokens = turn_output_tokens_;
+  if (!error.ok()) {
+    end.status = std::string(error.code() == codes::kCancelled ? activity::kCancelled : activity::kError);
+    end.error_code = error.code();
+    end.error_message = error.message();
+    end.summary = activity::Summary(error.message());
+    return end;
+  }
+  end.status = std::string(activity::kCompleted);
+  // The turn's last assistant text: in the drafts, else logged since its turn/start.
+  for (auto it = drafts.rbegin(); it != drafts.rend(); ++it) {
+    if (it->type == et::kAssistantMessage && !IsBlankText(it->data)) {
+      end.summary = activity::Summary(it->data.value("text", ""));
+      return end;
+    }
+  }
+  for (size_t i = events_.size(); i-- > 0;) {
+    if (events_[i].type == event_types::kTurnStart) break;
+    if (events_[i].type == et::kAssistantMessage && !IsBlankText(events_[i].data)) {
+      end.summary = activity::Summary(events_[i].data.value("text", ""));
+      break;
+    }
+  }
+  return end;
+}
+
+void Agent::NoteActivity(int64_t rows) const {
+  if (rows > 0) manager_.NoteActivity(header_.id);
 }
 
 void Agent::BecomeIdle() {
@@ -574,13 +630,29 @@ std::optional<std::string> Agent::TurnClientZone() const {
 }
 
 void Agent::Append(std::vector<EventDraft> drafts, std::vector<std::string> consume,
-                   std::function<void(Result<Events>)> next) {
+                   std::function<void(Result<Events>)> next, std::optional<activity::TurnEnd> end) {
+  bool starts = std::any_of(drafts.begin(), drafts.end(), [](const EventDraft& d) { return d.type == et::kUserMessage; });
   session::SessionStore::AlsoFn also;
-  if (!consume.empty()) {
+  auto activity_rows = std::make_shared<int64_t>(0);
+  if (!consume.empty() || starts) {
     int64_t now = ToUnixMillis(manager_.clock_.Now());
-    also = [consume = std::move(consume), now](store::Tx& tx, const Events&) { return agent_store::Consume(tx, consume, now); };
+    also = [consume = std::move(consume), now, starts, end = std::move(end), activity_rows](
+               store::Tx& tx, const Events& stored) -> Status {
+      if (starts) {
+        DSH_ASSIGN_OR_RETURN(*activity_rows, activity::TurnStarted(tx, stored));
+      }
+      if (consume.empty()) return Status::Ok();
+      DSH_RETURN_IF_ERROR(agent_store::Consume(tx, consume, now));
+      if (!end) return Status::Ok();
+      DSH_ASSIGN_OR_RETURN(int64_t ended, activity::TurnEnded(tx, consume, *end));
+      *activity_rows += ended;
+      return Status::Ok();
+    };
   }
-  AppendWith(std::move(drafts), std::move(also), std::move(next));
+  AppendWith(std::move(drafts), std::move(also), [this, activity_rows, next = std::move(next)](Result<Events> r) {
+    if (r.ok()) NoteActivity(*activity_rows);
+    next(std::move(r));
+  });
 }
 
 void Agent::AppendWith(std::vector<EventDraft> drafts, session::SessionStore::AlsoFn also,

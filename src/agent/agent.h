@@ -21,7 +21,8 @@ namespace dsh::agent {
 
 // Turn bookkeeping events an agent appends (docs/AGENTS.md):
 //   turn/start {}                                 before the turn's first user message
-//   turn/end   {status: "completed"|"error", error?: {code, message}}
+//   turn/end   {status: "completed"|"error", error?: {code, message},
+//               usage?: {input_tokens, output_tokens}}
 // A turn/start without a turn/end is a turn a crash or shutdown interrupted;
 // the agent continues it when the session is next live.
 namespace event_types {
@@ -103,11 +104,19 @@ class Agent : public std::enable_shared_from_this<Agent> {
   std::string RouteName() const { return header_.route.provider + "/" + header_.route.model; }
 
   // Appends (and, with `consume`, marks those messages consumed in the same
-  // transaction), then runs `next` on the strand with the stored events.
+  // transaction, recording `end` as their activity outcome), then runs
+  // `next` on the strand with the stored events. User messages among the
+  // drafts start their activity rows' turn in the same transaction.
   void Append(std::vector<session::EventDraft> drafts, std::vector<std::string> consume,
-              std::function<void(Result<Events>)> next);
+              std::function<void(Result<Events>)> next, std::optional<activity::TurnEnd> end = std::nullopt);
   void AppendWith(std::vector<session::EventDraft> drafts, session::SessionStore::AlsoFn also,
                   std::function<void(Result<Events>)> next);
+  // Tells the change feed the activity list changed (after a commit that
+  // changed `rows` of it; nothing when 0).
+  void NoteActivity(int64_t rows) const;
+  // The activity outcome of the running turn ending with `error` and
+  // `drafts` as its last events.
+  activity::TurnEnd TurnOutcome(const Status& error, const std::vector<session::EventDraft>& drafts) const;
   // The drafts that open a turn taking `taken`.
   std::vector<session::EventDraft> TurnStartDrafts(const std::vector<InboxMessage>& taken) const;
   // Posts `fn` to the strand, counting it as outstanding work.
@@ -136,6 +145,10 @@ class Agent : public std::enable_shared_from_this<Agent> {
   bool stopped_ = false;
   int steps_ = 0;
   MonoTime turn_started_{};  // when the running turn started (or was continued)
+  // The running turn's token usage as the provider reported it (this
+  // process's model calls of the turn), for its turn/end.
+  std::optional<int64_t> turn_input_tokens_;
+  std::optional<int64_t> turn_output_tokens_;
   int outstanding_ = 0;  // callbacks of ours still to run
   std::shared_ptr<CancelToken> cancel_;
   std::vector<std::function<void(Status)>> idle_waiters_;

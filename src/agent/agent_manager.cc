@@ -290,6 +290,7 @@ void AgentManager::CreateWith(session::NewSession session, Delivery first, std::
   msg->text = std::move(first.text);
   msg->meta = std::move(first.meta);
   msg->created_at = ToUnixMillis(clock_.Now());
+  msg->activity = std::move(first.activity);
   sessions_.CreateWithAsync(
       std::move(session),
       [msg, key = std::move(first.key)](store::Tx& tx, const session::SessionHeader&) {
@@ -297,6 +298,7 @@ void AgentManager::CreateWith(session::NewSession session, Delivery first, std::
       },
       [this, msg, done = std::move(done)](Result<session::SessionHeader> h) {
         if (!h.ok()) return done(h.status());
+        if (msg->activity) NoteActivity(msg->session_id);
         // Going live reads the pending first message and starts its turn.
         ResumeWith(h->id, {}, [done, created = Created{*h, msg->message_id}](Status st) {
           if (!st.ok()) {
@@ -323,6 +325,7 @@ void AgentManager::Deliver(Delivery d, std::function<void(Result<Delivered>)> do
   msg->text = std::move(d.text);
   msg->meta = std::move(d.meta);
   msg->created_at = ToUnixMillis(clock_.Now());
+  msg->activity = std::move(d.activity);
   // A live agent here may take the message straight into a new turn, in the
   // same transaction that accepts it; otherwise it goes to the inbox alone.
   if (auto agent = Find(msg->session_id)) return agent->Deliver(std::move(*msg), std::move(d.key), std::move(done));
@@ -342,9 +345,14 @@ void AgentManager::Accept(InboxMessage message, std::optional<std::string> key,
       },
       [this, msg, inserted, done = std::move(done), resume_route = std::move(resume_route)](Status st) {
         if (!st.ok()) return done(st);
+        if (!inserted->duplicate && msg->activity) NoteActivity(msg->session_id);
         if (!inserted->duplicate) Route(*msg, resume_route);
         done(Delivered{inserted->message_id, inserted->duplicate});
       });
+}
+
+void AgentManager::NoteActivity(const std::string& session_id) const {
+  if (session::EventHub* hub = sessions_.hub()) hub->PublishChange({"activity", session_id});
 }
 
 void AgentManager::Route(const InboxMessage& msg, std::optional<session::ModelRoute> resume_route) {
@@ -493,6 +501,12 @@ void AgentManager::Sweep() {
       if (since > 0 && mono - since >= options_.idle_eviction.count()) idle.push_back(slot.agent);
     }
   }
+  // A session with a pending reminder stays live (docs/REMINDERS.md).
+  std::erase_if(idle, [this](const std::shared_ptr<Agent>& a) {
+    return std::any_of(observers_.begin(), observers_.end(), [&](const AgentObserver& o) {
+      return o.keep_live && o.keep_live(a->session_id());
+    });
+  });
   StopAgents(std::move(idle), /*only_if_idle=*/true);
   int64_t mono = MonoMillis(clock_);
   bool renew = !renewed_once_ || mono - last_renewal_ms_ >= options_.lease_ttl.count() / 3;

@@ -59,6 +59,10 @@ struct AgentObserver {
   // That agent stopped for good (evicted, lease lost, host stopping); it is
   // no longer in the live map when this runs.
   std::function<void(const std::string& session_id)> stopped;
+  // True while the session must stay live although idle (it has a pending
+  // reminder): the idle eviction skips it. Called from the sweep, outside
+  // the manager's lock; must be quick.
+  std::function<bool(const std::string& session_id)> keep_live;
 };
 
 struct AgentManagerOptions {
@@ -90,6 +94,9 @@ struct Delivery {
   // (session_send from an agent: the caller's route). Not persisted; ignored
   // when the session is live or already being resumed.
   std::optional<session::ModelRoute> resume_route;
+  // What the activity list records of it (a delivery the person did not
+  // make: a loop run, a reminder, another agent's message); none = nothing.
+  std::optional<activity::Source> activity;
 };
 
 struct Delivered {
@@ -122,7 +129,12 @@ class AgentManager {
                AgentManagerOptions options);
   ~AgentManager();
 
-  static std::vector<store::Migration> Migrations() { return agent_store::Migrations(); }
+  // The agent layer's tables: the inbox, the leases and the activity list.
+  static std::vector<store::Migration> Migrations() {
+    auto all = agent_store::Migrations();
+    for (auto& m : activity::Migrations()) all.push_back(std::move(m));
+    return all;
+  }
 
   // Registration, before Start(): a context contributor for every model
   // request, and an observer of agents going live and stopping.
@@ -194,6 +206,9 @@ class AgentManager {
   // Writes a message to the inbox, then routes it.
   void Accept(InboxMessage message, std::optional<std::string> key, std::function<void(Result<Delivered>)> done,
               std::optional<session::ModelRoute> resume_route = std::nullopt);
+  // Tells the change feed the activity list changed (a delivery with an
+  // activity source committed).
+  void NoteActivity(const std::string& session_id) const;
   // Hands a committed message to its live agent, or resumes its session.
   void Route(const InboxMessage& message, std::optional<session::ModelRoute> resume_route);
   void ResumeForPending(const std::string& session_id, std::optional<session::ModelRoute> route = std::nullopt);

@@ -1064,5 +1064,140 @@ TEST_P(OpenAiAgentTest, AServerErrorAndATimeoutEndTheTurnAndTheNextMessageWorks)
   EXPECT_EQ(PendingRows(), 0);
 }
 
+
+// ---- the activity list: the outcome of the turn a delivery started --------
+
+class ActivityTest : public AgentTest {
+ protected:
+  Result<Delivered> DeliverFromElsewhere(AgentManager& m, const std::string& id, const std::string& text,
+                                         std::optional<std::string> key = std::nullopt) {
+    Delivery d{id, text, DeliveryMode::kSteer, true, std::move(key), Json{{"origin", "session_send"}}};
+    d.activity = activity::Source{"agent_message", std::nullopt, std::nullopt, std::nullopt};
+    std::promise<Result<Delivered>> p;
+    m.Deliver(std::move(d), [&](Result<Delivered> r) { p.set_value(std::move(r)); });
+    return p.get_future().get();
+  }
+  std::vector<activity::Item> Items() {
+    auto page = db_->ReadValue<activity::Page>(
+        [](store::Tx& tx) { return activity::List(tx, activity::Filter::kAll, 100, std::nullopt); });
+    EXPECT_TRUE(page.ok()) << page.status().ToString();
+    return page.ok() ? page->items : std::vector<activity::Item>{};
+  }
+  static int64_t SeqOf(const std::vector<Event>& log, const std::string& message_id) {
+    for (const auto& e : log) {
+      if (e.type == et::kUserMessage && e.data.value("message_id", "") == message_id) return e.seq;
+    }
+    return -1;
+  }
+};
+INSTANTIATE_TEST_SUITE_P(Backends, ActivityTest, store::testing::BackendNames(), store::testing::BackendTestName);
+
+TEST_P(ActivityTest, ACompletedTurnRecordsItsSeqSummaryTokensAndTimes) {
+  ModelResponse answer;
+  answer.text = "\n  Disk usage is fine: 42% on /.\nDetails follow.";
+  answer.finish_reason = "stop";
+  answer.input_tokens = 120;
+  answer.output_tokens = 9;
+  model_.Push(ScriptedModel::Reply{answer});
+  std::string id = CreateSession();
+  auto d = DeliverFromElsewhere(*manager_, id, "check the disks");
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  auto log = waiter_.WaitForTurnEnds(id, 1);
+  // turn/end carries the provider's usage.
+  EXPECT_EQ(log.back().data["usage"], (Json{{"input_tokens", 120}, {"output_tokens", 9}}));
+  auto items = Items();
+  ASSERT_EQ(items.size(), 1u);
+  const auto& item = items[0];
+  EXPECT_EQ(item.kind, "agent_message");
+  EXPECT_EQ(item.outcome.status, "completed");
+  EXPECT_EQ(item.outcome.session_id, std::optional<std::string>(id));
+  EXPECT_EQ(item.outcome.seq, std::optional<int64_t>(SeqOf(log, d->message_id)));
+  EXPECT_EQ(item.summary, std::optional<std::string>("Disk usage is fine: 42% on /."));
+  EXPECT_EQ(item.outcome.input_tokens, std::optional<int64_t>(120));
+  EXPECT_EQ(item.outcome.output_tokens, std::optional<int64_t>(9));
+  ASSERT_TRUE(item.outcome.started_at && item.outcome.ended_at);
+  EXPECT_LE(*item.outcome.started_at, *item.outcome.ended_at);
+  EXPECT_FALSE(item.read);
+}
+
+TEST_P(ActivityTest, AFailedTurnRecordsItsErrorAndAPersonsMessageIsNoActivity) {
+  model_.Push(ScriptedModel::Error("model_unavailable", "connection refused by 127.0.0.1:9"));
+  std::string id = CreateSession();
+  ASSERT_TRUE(DeliverFromElsewhere(*manager_, id, "report").ok());
+  waiter_.WaitForTurnEnds(id, 1);
+  ASSERT_TRUE(Deliver(id, "the person writes").ok());  // no activity source
+  waiter_.WaitForTurnEnds(id, 2);
+  auto items = Items();
+  ASSERT_EQ(items.size(), 1u);
+  EXPECT_EQ(items[0].outcome.status, "error");
+  EXPECT_EQ(items[0].outcome.error_code, std::optional<std::string>("model_unavailable"));
+  EXPECT_EQ(items[0].summary, std::optional<std::string>("connection refused by 127.0.0.1:9"));
+  auto failed = db_->ReadValue<activity::Page>(
+      [](store::Tx& tx) { return activity::List(tx, activity::Filter::kFailed, 10, std::nullopt); });
+  ASSERT_TRUE(failed.ok());
+  EXPECT_EQ(failed->items.size(), 1u);
+}
+
+TEST_P(ActivityTest, AStoppedTurnIsCancelled) {
+  model_.Push(ScriptedModel::Hold(ScriptedModel::Text("never shown")));
+  std::string id = CreateSession();
+  ASSERT_TRUE(DeliverFromElsewhere(*manager_, id, "slow").ok());
+  ASSERT_TRUE(model_.WaitForRequests(1));
+  auto items = Items();
+  ASSERT_EQ(items.size(), 1u);
+  EXPECT_EQ(items[0].outcome.status, "running");
+  manager_->Cancel(id);
+  waiter_.WaitForTurnEnds(id, 1);
+  items = Items();
+  EXPECT_EQ(items[0].outcome.status, "cancelled");
+  EXPECT_EQ(items[0].outcome.error_code, std::optional<std::string>("cancelled"));
+}
+
+TEST_P(ActivityTest, TheOutcomeOfAColdTargetIsLearntWhenItsTurnEndsAfterAHostRestart) {
+  std::string id = CreateSession();
+  manager_->EvictIdleForTesting();
+  ASSERT_TRUE(manager_->WaitUntilNotLive(id, 10s));
+  // Delivered to the cold session; the host stops in the middle of its turn.
+  model_.Push(ScriptedModel::Hold(ScriptedModel::Text("lost with the host")));
+  auto d = DeliverFromElsewhere(*manager_, id, "while you were away");
+  ASSERT_TRUE(d.ok());
+  ASSERT_TRUE(model_.WaitForRequests(1));
+  EXPECT_EQ(Items().at(0).outcome.status, "running");
+  manager_->Stop();
+  EXPECT_EQ(Items().at(0).outcome.status, "running");
+  // Another host picks the session up and finishes the turn.
+  second_ = MakeManager();
+  second_->Start();
+  auto log = waiter_.WaitForTurnEnds(id, 1);
+  auto items = Items();
+  ASSERT_EQ(items.size(), 1u);
+  EXPECT_EQ(items[0].outcome.status, "completed");
+  EXPECT_EQ(items[0].outcome.seq, std::optional<int64_t>(SeqOf(log, d->message_id)));
+  EXPECT_EQ(items[0].summary, std::optional<std::string>("echo: while you were away"));
+}
+
+TEST_P(ActivityTest, ADuplicateKeyRecordsOneItemAndUnreadCountsFollowMarking) {
+  std::string a = CreateSession();
+  std::string b = CreateSession();
+  ASSERT_TRUE(DeliverFromElsewhere(*manager_, a, "one", "k1").ok());
+  ASSERT_TRUE(DeliverFromElsewhere(*manager_, a, "one again", "k1").ok());
+  ASSERT_TRUE(DeliverFromElsewhere(*manager_, b, "two").ok());
+  waiter_.WaitForTurnEnds(a, 1);
+  waiter_.WaitForTurnEnds(b, 1);
+  auto unread = db_->ReadValue<activity::Unread>([](store::Tx& tx) { return activity::CountUnread(tx); });
+  ASSERT_TRUE(unread.ok());
+  EXPECT_EQ(unread->total, 2);
+  EXPECT_EQ(unread->sessions, (std::map<std::string, int64_t>{{a, 1}, {b, 1}}));
+  auto marked = db_->WriteValue<int64_t>([&](store::Tx& tx) { return activity::MarkSessionRead(tx, a); });
+  ASSERT_TRUE(marked.ok());
+  EXPECT_EQ(*marked, 1);
+  unread = db_->ReadValue<activity::Unread>([](store::Tx& tx) { return activity::CountUnread(tx); });
+  EXPECT_EQ(unread->sessions, (std::map<std::string, int64_t>{{b, 1}}));
+  auto page = db_->ReadValue<activity::Page>(
+      [](store::Tx& tx) { return activity::List(tx, activity::Filter::kUnread, 10, std::nullopt); });
+  ASSERT_EQ(page->items.size(), 1u);
+  EXPECT_EQ(page->items[0].outcome.session_id, std::optional<std::string>(b));
+}
+
 }  // namespace
 }  // namespace dsh::agent

@@ -84,6 +84,9 @@ Result<Inserted> Insert(Tx& tx, InboxMessage& m, const std::optional<std::string
                                  m.num = row.Int(0);
                                  return Status::Ok();
                                }));
+  if (m.activity) {
+    DSH_RETURN_IF_ERROR(activity::Delivered(tx, *m.activity, m.session_id, m.message_id, key, m.created_at));
+  }
   return Inserted{m.message_id, false, m.num};
 }
 

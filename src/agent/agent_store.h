@@ -7,6 +7,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "agent/activity_store.h"
 #include "base/json.h"
 #include "base/status.h"
 #include "store/connection.h"
@@ -34,6 +35,10 @@ struct InboxMessage {
   std::string text;
   Json meta = Json::object();  // who sent it ({"origin": "loop", ...}); copied into the user event
   int64_t created_at = 0;
+  // Set by the producer of a delivery the person did not make: Insert then
+  // records it in the activity list in the same transaction. Not stored in
+  // the inbox row.
+  std::optional<activity::Source> activity;
 };
 
 // The SQL of the agent layer's tables (module "agent"): the durable inbox and
@@ -57,7 +62,8 @@ struct Inserted {
 
 // Accepts a message for `session_id`: `not_found` when the session does not
 // exist; with a `key` already used for this session, returns the first
-// message's id and inserts nothing.
+// message's id and inserts nothing. A message with `activity` also gets
+// its activity row (activity::Delivered).
 Result<Inserted> Insert(store::Tx& tx, InboxMessage& message, const std::optional<std::string>& key);
 
 // The session's pending messages, oldest first.

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "base/ids.h"
+#include "host/activity_routes.h"
 #include "base/version.h"
 #include "store/pg_connection.h"
 #include "store/sqlite_connection.h"
@@ -92,6 +93,7 @@ Result<std::unique_ptr<Host>> Host::Open(const HostOptions& options) {
     hub->PublishChange({"mcp", ""});
   });
   host->AddHostMetrics();
+  for (auto& route : ActivityRoutes(*host->db_, *host->sessions_, hub)) host->AddHttpRoute(std::move(route));
   return host;
 }
 
@@ -120,6 +122,10 @@ void Host::StartPruner() {
   std::vector<store::PruneTask> tasks;
   if (config_.retention.inbox_days > 0) {
     tasks.push_back(agent::agent_store::InboxPruneTask(config_.retention.inbox_days, retained_keys_));
+  }
+  // The activity list keeps what the loop runs keep (by age).
+  if (config_.retention.loop_run_days > 0) {
+    tasks.push_back(agent::activity::PruneTask(config_.retention.loop_run_days * 86'400'000));
   }
   for (auto& task : prune_tasks_) tasks.push_back(std::move(task));
   prune_tasks_.clear();

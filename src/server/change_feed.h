@@ -50,6 +50,7 @@ class ChangeFeed final : public WebSocketSession, public std::enable_shared_from
   bool all_sessions_ = false;       // too many to list
   bool loops_ = false;
   bool mcp_ = false;
+  bool activity_ = false;
 };
 
 }  // namespace dsh::server

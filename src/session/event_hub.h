@@ -38,7 +38,8 @@ class EventHub {
   // Something a view shows changed without an event in a session's log: a
   // session's live agent started or stopped here (topic "session", id = the
   // session), a plugin's state changed (topic "loops"), or an MCP server of
-  // the host changed its state or tools (topic "mcp"). Best effort and
+  // the host changed its state or tools (topic "mcp"), or the activity list
+  // changed (topic "activity", id = the session). Best effort and
   // in-process, like deltas: a listener re-reads what the change names.
   struct Change {
     std::string topic;

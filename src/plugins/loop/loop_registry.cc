@@ -109,7 +109,47 @@ Json LoopViewJson(const LoopRecord& l, int64_t now) {
     }
   }
   j["state"] = state;
+  std::string health = "unknown";
+  if (l.last_run) {
+    auto outcome = RunOutcome(l.last_run->result, l.last_run->error, l.last_run->target_session_id,
+                              l.last_run->outcome);
+    bool failed = l.last_run->result == "failed";
+    if (outcome) {
+      Json last = {{"status", outcome->status}};
+      if (outcome->error_code || outcome->error_message) {
+        last["error"] = agent::activity::OutcomeJson(*outcome)["error"];
+      }
+      if (outcome->session_id) last["session_id"] = *outcome->session_id;
+      if (outcome->seq) last["seq"] = *outcome->seq;
+      j["last_outcome"] = std::move(last);
+      failed = failed || outcome->status == agent::activity::kError;
+    }
+    health = failed ? "failing" : "ok";
+  }
+  j["health"] = health;
   return j;
+}
+
+std::optional<agent::activity::Outcome> RunOutcome(const std::optional<std::string>& result,
+                                                    const std::optional<std::string>& error,
+                                                    const std::optional<std::string>& target_session_id,
+                                                    const std::optional<agent::activity::Outcome>& turn) {
+  if (result == "failed") {
+    agent::activity::Outcome o;
+    o.status = std::string(agent::activity::kNone);
+    o.error_code = "delivery_failed";
+    o.error_message = error.value_or("the occurrence could not be delivered");
+    o.session_id = target_session_id;
+    return o;
+  }
+  if (!result || !turn) return std::nullopt;
+  agent::activity::Outcome o = *turn;
+  if (!o.session_id) o.session_id = target_session_id;
+  return o;
+}
+
+std::string OccurrenceKey(const std::string& loop_id, int64_t nominal) {
+  return "loop:" + loop_id + ":" + std::to_string(nominal);
 }
 
 namespace registry {
@@ -126,12 +166,19 @@ std::optional<int64_t> OptInt(const Row& row, int col) {
   return row.Int(col);
 }
 
-constexpr const char* kSelectLoops =
+// A loop, its open claim (the earliest unrecorded run), its last recorded
+// run and that run's turn (the activity row of its message).
+const std::string kSelectLoops =
     "l.loop_id, l.prompt, l.schedule, l.target, l.preset, l.created_by, l.created_at, l.due_at, l.retry_at,"
     " l.retry_nominal, l.failures, l.state, l.last_run_at, l.last_result, l.last_error, l.version,"
-    " o.nominal_at, o.claimed_by, o.claim_expires"
+    " o.nominal_at, o.claimed_by, o.claim_expires,"
+    " lr.nominal_at, lr.result, lr.error, lr.target_session_id, " +
+    agent::activity::OutcomeColumns("a") +
     " FROM loops l LEFT JOIN loop_runs o ON o.num = (SELECT r.num FROM loop_runs r"
-    " WHERE r.loop_id = l.loop_id AND r.result IS NULL ORDER BY r.nominal_at LIMIT 1)";
+    " WHERE r.loop_id = l.loop_id AND r.result IS NULL ORDER BY r.nominal_at LIMIT 1)"
+    " LEFT JOIN loop_runs lr ON lr.num = (SELECT r.num FROM loop_runs r"
+    " WHERE r.loop_id = l.loop_id AND r.result IS NOT NULL ORDER BY r.nominal_at DESC LIMIT 1)"
+    " LEFT JOIN activity a ON a.message_id = lr.message_id";
 
 Result<LoopRecord> RowToLoop(const Row& row) {
   LoopRecord l;
@@ -156,12 +203,16 @@ Result<LoopRecord> RowToLoop(const Row& row) {
   l.last_error = OptText(row, 14);
   l.version = row.Int(15);
   if (!row.IsNull(16)) l.open_claim = LoopRecord::OpenClaim{row.Int(16), row.String(17), row.Int(18)};
+  if (!row.IsNull(19)) {
+    l.last_run = LoopRecord::LastRun{row.Int(19), row.String(20), OptText(row, 21), OptText(row, 22),
+                                     agent::activity::OutcomeFromRow(row, 23)};
+  }
   return l;
 }
 
 Result<std::vector<LoopRecord>> SelectLoops(Tx& tx, const std::string& where, std::span<const Value> params) {
   std::vector<LoopRecord> out;
-  DSH_RETURN_IF_ERROR(tx.Query(std::string("SELECT ") + kSelectLoops + " " + where, params,
+  DSH_RETURN_IF_ERROR(tx.Query("SELECT " + kSelectLoops + " " + where, params,
                                [&](const Row& row) -> Status {
                                  DSH_ASSIGN_OR_RETURN(LoopRecord l, RowToLoop(row));
                                  out.push_back(std::move(l));
@@ -230,6 +281,23 @@ Result<std::vector<LoopRecord>> ListActive(Tx& tx, const std::vector<std::string
     params.emplace_back(std::string_view(targets[i]));
   }
   where += ") ORDER BY l.created_at, l.loop_id";
+  return SelectLoops(tx, where, params);
+}
+
+Result<std::vector<LoopRecord>> ListFinished(Tx& tx, const std::vector<std::string>& targets, int64_t limit,
+                                             std::optional<int64_t> before) {
+  std::string where = "WHERE l.state = 'completed' AND COALESCE(l.last_run_at, l.created_at) < ?";
+  std::vector<Value> params = {before.value_or(std::numeric_limits<int64_t>::max())};
+  if (!targets.empty()) {
+    where += " AND l.target IN (";
+    for (size_t i = 0; i < targets.size(); ++i) {
+      where += i ? ", ?" : "?";
+      params.emplace_back(std::string_view(targets[i]));
+    }
+    where += ")";
+  }
+  where += " ORDER BY COALESCE(l.last_run_at, l.created_at) DESC, l.loop_id LIMIT ?";
+  params.emplace_back(limit);
   return SelectLoops(tx, where, params);
 }
 
@@ -395,6 +463,14 @@ Status Record(Tx& tx, const Claim& c, const Outcome& out, int64_t now) {
                               " WHERE loop_id = ? AND nominal_at = ?",
                               run)
                           .status());
+  if (!out.delivered) {
+    agent::activity::Source source{"loop_run", c.loop.loop_id, c.nominal, std::nullopt};
+    std::optional<std::string> target = out.target_session_id ? out.target_session_id : c.new_session_id;
+    if (!target && c.loop.target != kTargetSelf && c.loop.target != kTargetNew) target = c.loop.target;
+    DSH_RETURN_IF_ERROR(agent::activity::DeliveryFailed(tx, source, target, OccurrenceKey(c.loop.loop_id, c.nominal),
+                                                        out.error.value_or("the occurrence could not be delivered"),
+                                                        now));
+  }
   DSH_ASSIGN_OR_RETURN(auto loop, Get(tx, c.loop.loop_id));
   if (!loop) return Status::Ok();  // deleted meanwhile: the run row is the record
   LoopRecord l = *loop;
@@ -440,6 +516,7 @@ Json RunJson(const Run& r) {
   j["result"] = r.result ? Json(*r.result) : Json("running");
   if (r.error) j["error"] = *r.error;
   if (r.note) j["note"] = *r.note;
+  if (r.outcome) j["outcome"] = agent::activity::OutcomeJson(*r.outcome);
   return j;
 }
 
@@ -448,13 +525,17 @@ Result<std::vector<Run>> Runs(Tx& tx, const std::string& loop_id, int64_t limit,
   std::vector<Run> out;
   // Without `before` the bound is above every instant, so one statement serves both.
   DSH_RETURN_IF_ERROR(tx.Query(
-      "SELECT nominal_at, claimed_at, delivered_at, target_session_id, message_id, result, error, note,"
-      " attempts, skipped, skipped_capped FROM loop_runs"
-      " WHERE loop_id = ? AND nominal_at < ? ORDER BY nominal_at DESC LIMIT ?",
+      "SELECT r.nominal_at, r.claimed_at, r.delivered_at, r.target_session_id, r.message_id, r.result, r.error,"
+      " r.note, r.attempts, r.skipped, r.skipped_capped, " +
+          agent::activity::OutcomeColumns("a") +
+          " FROM loop_runs r LEFT JOIN activity a ON a.message_id = r.message_id"
+          " WHERE r.loop_id = ? AND r.nominal_at < ? ORDER BY r.nominal_at DESC LIMIT ?",
       {std::string_view(loop_id), before.value_or(std::numeric_limits<int64_t>::max()), limit},
       [&](const Row& row) {
-        out.push_back(Run{row.Int(0), row.Int(1), OptInt(row, 2), OptText(row, 3), OptText(row, 4), OptText(row, 5),
-                          OptText(row, 6), OptText(row, 7), row.Int(8), row.Int(9), row.Int(10) != 0});
+        Run run{row.Int(0), row.Int(1), OptInt(row, 2), OptText(row, 3), OptText(row, 4), OptText(row, 5),
+                OptText(row, 6), OptText(row, 7), row.Int(8), row.Int(9), row.Int(10) != 0};
+        run.outcome = RunOutcome(run.result, run.error, run.target_session_id, agent::activity::OutcomeFromRow(row, 11));
+        out.push_back(std::move(run));
         return Status::Ok();
       }));
   return out;

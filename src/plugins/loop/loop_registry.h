@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/activity_store.h"
 #include "base/json.h"
 #include "base/status.h"
 #include "plugins/loop/schedule.h"
@@ -66,6 +67,17 @@ struct LoopRecord {
   };
   std::optional<OpenClaim> open_claim;
 
+  // Derived: the newest recorded run and the outcome of the turn its
+  // delivery started (nullopt when that is not known: no activity row).
+  struct LastRun {
+    int64_t nominal = 0;
+    std::string result;  // delivered | failed
+    std::optional<std::string> error;
+    std::optional<std::string> target_session_id;
+    std::optional<agent::activity::Outcome> outcome;
+  };
+  std::optional<LastRun> last_run;
+
   // When the scheduler next has to act: the earlier of due_at and retry_at.
   std::optional<int64_t> next_at() const;
 };
@@ -75,7 +87,22 @@ struct LoopRecord {
 // is running when its claimer is alive and its claim unexpired, else overdue
 // (the claimer died: a host of the profile takes it over on its next tick).
 // Otherwise overdue when next_at <= now, else the stored state.
+// Beyond spec 000's fields: `last_outcome` ({status, error?, session_id,
+// seq}: the last run's turn, `none` with the delivery's error when it
+// failed) and `health` (`failing` when the last run's delivery failed or
+// its turn ended in error, `unknown` before any run, else `ok`).
 Json LoopViewJson(const LoopRecord& loop, int64_t now);
+
+// The outcome of a run: its turn's, or `none` with the delivery error for
+// a failed delivery; nullopt while in flight or when unknown.
+std::optional<agent::activity::Outcome> RunOutcome(const std::optional<std::string>& result,
+                                                    const std::optional<std::string>& error,
+                                                    const std::optional<std::string>& target_session_id,
+                                                    const std::optional<agent::activity::Outcome>& turn);
+
+// The inbox key (and activity key) of one occurrence: "loop:ID:NOMINAL".
+// A retried claim cannot deliver twice.
+std::string OccurrenceKey(const std::string& loop_id, int64_t nominal);
 
 // True when a claim by `holder` that expires at `expires` still has a live
 // owner as of `now`: unexpired, and not a dead process of this machine.
@@ -102,6 +129,11 @@ Result<std::optional<LoopRecord>> Get(store::Tx& tx, const std::string& loop_id)
 // Active loops (not completed), by created_at then loop_id. `targets`
 // empty = every loop of the profile; else loops whose target is one of them.
 Result<std::vector<LoopRecord>> ListActive(store::Tx& tx, const std::vector<std::string>& targets);
+
+// Completed loops (finished `after` loops), newest run first: those whose
+// last_run_at is before `before` (all when nullopt), at most `limit`.
+Result<std::vector<LoopRecord>> ListFinished(store::Tx& tx, const std::vector<std::string>& targets, int64_t limit,
+                                             std::optional<int64_t> before);
 
 // The earliest next_at over all loops; nullopt when nothing is scheduled.
 Result<std::optional<int64_t>> NextWake(store::Tx& tx);
@@ -153,7 +185,8 @@ struct Outcome {
 // Records an outcome: the run row, and the loop's last_* fields and state
 // (an `after` loop completes on delivery; a failure schedules a retry of the
 // same occurrence after Backoff(failures), while a recurring loop keeps its
-// schedule). A loop deleted meanwhile only gets its run row finished.
+// schedule). A loop deleted meanwhile only gets its run row finished. A
+// failed delivery is also recorded in the activity list.
 Status Record(store::Tx& tx, const Claim& claim, const Outcome& outcome, int64_t now);
 
 // Retry delay after `failures` consecutive failures: 30 s, 1 min, 5 min,
@@ -173,7 +206,9 @@ struct Run {
   int64_t attempts = 0;
   int64_t skipped = 0;
   bool skipped_capped = false;
+  std::optional<agent::activity::Outcome> outcome;  // RunOutcome
 };
+// Spec 000's run fields and `outcome` (activity::OutcomeJson) when known.
 Json RunJson(const Run& run);
 // A loop's runs, newest first, at most `limit`; with `before`, only those with
 // nominal_at < before (the next page after a run whose nominal_at it is:

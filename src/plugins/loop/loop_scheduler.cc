@@ -46,10 +46,6 @@ std::string LoopMessage(const std::string& loop_id, const std::string& prompt) {
          "</prompt>\n</loop>";
 }
 
-std::string OccurrenceKey(const std::string& loop_id, int64_t nominal) {
-  return "loop:" + loop_id + ":" + std::to_string(nominal);
-}
-
 LoopScheduler::LoopScheduler(boost::asio::io_context& ioc, store::Database& db, session::SessionStore& sessions,
                              agent::AgentManager& agents, const Clock& clock, LoopEnvironment env,
                              SchedulerOptions options)
@@ -231,12 +227,16 @@ void LoopScheduler::DeliverAndRecord(const registry::Claim& claim) {
       if (out.delivered) lateness_->Observe(static_cast<double>(std::max<int64_t>(at - claim.nominal, 0)) / 1000);
     }
     db_.Write(
-        [claim, out = std::move(out), at](store::Tx& tx) -> Status {
+        [claim, out, at](store::Tx& tx) -> Status {
           DSH_RETURN_IF_ERROR(registry::Record(tx, claim, out, at));
           return tx.Notify(kLoopsChannel, "");
         },
-              [this, claim](Status st) {
+              [this, claim, failed = !out.delivered](Status st) {
                 if (st.ok()) AnnounceChange();
+                // A failed delivery is an item of the activity list.
+                if (st.ok() && failed) {
+                  if (session::EventHub* hub = sessions_.hub()) hub->PublishChange({"activity", ""});
+                }
                 if (st.ok() && options_.on_step) options_.on_step(SchedulerStep::kRecordCommitted, claim);
                 if (!st.ok() && st.code() != codes::kShuttingDown) {
                   spdlog::warn("loop {}: recording the occurrence {} failed (it is retried): {}", claim.loop.loop_id,
@@ -335,6 +335,7 @@ agent::Delivery LoopScheduler::MakeDelivery(const std::string& session_id, const
   d.wakeup = true;
   d.key = OccurrenceKey(claim.loop.loop_id, claim.nominal);
   d.meta = {{"origin", "loop"}, {"loop_id", claim.loop.loop_id}, {"nominal_at", claim.nominal}};
+  d.activity = agent::activity::Source{"loop_run", claim.loop.loop_id, claim.nominal, std::nullopt};
   return d;
 }
 

@@ -68,8 +68,6 @@ struct SchedulerOptions {
 
 // The `<loop>` message of one occurrence, with the prompt XML-escaped.
 std::string LoopMessage(const std::string& loop_id, const std::string& prompt);
-// The inbox key of an occurrence: a retried claim cannot deliver twice.
-std::string OccurrenceKey(const std::string& loop_id, int64_t nominal);
 
 // The profile loop scheduler of one host (spec 000 section 5). Due-ness
 // comes from the wall clock; waits use a steady timer, capped and re-checked.

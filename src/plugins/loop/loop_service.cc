@@ -82,29 +82,48 @@ void LoopService::Insert(LoopRecord loop, std::function<void(Result<LoopRecord>)
             });
 }
 
-void LoopService::List(const agent::ToolContext& caller, std::optional<std::string> selector,
-                       std::function<void(Result<std::vector<LoopRecord>>)> done) {
+Result<std::vector<std::string>> LoopService::Targets(const std::string& selector) const {
   std::vector<std::string> targets;
-  if (!selector) {
-    if (!caller.session_id) {
-      return done(InvalidArguments("loop_list({}) lists the calling session's loops and this call has none; pass "
-                                   "`session_id` (\"global\" for every loop)"));
-    }
-    targets.push_back(*caller.session_id);
-  } else if (*selector == kTargetSelf || *selector == kTargetNew) {
-    return done(InvalidArguments("`session_id` \"" + *selector +
-                                 "\" is a loop_create target, not a list selector; pass \"global\" or a session id"));
-  } else if (*selector != kListGlobal) {
-    targets.push_back(*selector);
+  if (selector == kTargetSelf || selector == kTargetNew) {
+    return InvalidArguments("`session_id` \"" + selector +
+                            "\" is a loop_create target, not a list selector; pass \"global\" or a session id");
   }
+  if (selector != kListGlobal) targets.push_back(selector);
   // Loops created with "self" target the global interface session too.
   if (!targets.empty() && targets.front() == scheduler_.environment().global_session_id()) {
     targets.emplace_back(kTargetSelf);
   }
+  return targets;
+}
+
+void LoopService::List(const agent::ToolContext& caller, std::optional<std::string> selector,
+                       std::function<void(Result<std::vector<LoopRecord>>)> done) {
+  if (!selector && !caller.session_id) {
+    return done(InvalidArguments("loop_list({}) lists the calling session's loops and this call has none; pass "
+                                 "`session_id` (\"global\" for every loop)"));
+  }
+  auto targets = Targets(selector ? *selector : *caller.session_id);
+  if (!targets.ok()) return done(targets.status());
   auto out = std::make_shared<std::vector<LoopRecord>>();
   db_.Read(
-      [targets = std::move(targets), out](store::Tx& tx) -> Status {
+      [targets = std::move(*targets), out](store::Tx& tx) -> Status {
         DSH_ASSIGN_OR_RETURN(*out, registry::ListActive(tx, targets));
+        return Status::Ok();
+      },
+      [out, done = std::move(done)](Status st) {
+        if (!st.ok()) return done(st);
+        done(std::move(*out));
+      });
+}
+
+void LoopService::ListFinished(std::string selector, int64_t limit, std::optional<int64_t> before,
+                               std::function<void(Result<std::vector<LoopRecord>>)> done) {
+  auto targets = Targets(selector);
+  if (!targets.ok()) return done(targets.status());
+  auto out = std::make_shared<std::vector<LoopRecord>>();
+  db_.Read(
+      [targets = std::move(*targets), limit, before, out](store::Tx& tx) -> Status {
+        DSH_ASSIGN_OR_RETURN(*out, registry::ListFinished(tx, targets, limit, before));
         return Status::Ok();
       },
       [out, done = std::move(done)](Status st) {

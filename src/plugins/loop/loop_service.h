@@ -48,6 +48,12 @@ class LoopService {
   void List(const agent::ToolContext& caller, std::optional<std::string> selector,
             std::function<void(Result<std::vector<LoopRecord>>)> done);
 
+  // Completed loops (finished `after` loops) for the same selectors as List
+  // ("global" or a session id; no calling-session default), newest first,
+  // at most `limit`, last run before `before`.
+  void ListFinished(std::string selector, int64_t limit, std::optional<int64_t> before,
+                    std::function<void(Result<std::vector<LoopRecord>>)> done);
+
   // Deletes a loop by id from anywhere. Errors: `unknown_loop`.
   void Delete(std::string loop_id, std::function<void(Status)> done);
 
@@ -62,6 +68,8 @@ class LoopService {
 
  private:
   void Insert(LoopRecord loop, std::function<void(Result<LoopRecord>)> done);
+  // The targets a list selector names (empty = every loop); `invalid_arguments` for "self"/"new".
+  Result<std::vector<std::string>> Targets(const std::string& selector) const;
 
   store::Database& db_;
   session::SessionStore& sessions_;

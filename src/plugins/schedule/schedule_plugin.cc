@@ -67,6 +67,7 @@ Status RegisterSchedulePlugin(host::Host& host) {
   agent::AgentObserver observer;
   observer.live = [service](const session::SessionHeader& h) { service->OnLive(h); };
   observer.stopped = [service](const std::string& id) { service->OnStopped(id); };
+  observer.keep_live = [service](const std::string& id) { return service->HasActiveReminders(id); };
   host.agents().AddObserver(std::move(observer));
   host.OnStop([service] { service->Stop(); });
   host.Own(service);

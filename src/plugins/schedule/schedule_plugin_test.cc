@@ -57,6 +57,7 @@ class ScheduleTest : public ::testing::Test {
     agent::AgentObserver observer;
     observer.live = [s = service_](const session::SessionHeader& h) { s->OnLive(h); };
     observer.stopped = [s = service_](const std::string& id) { s->OnStopped(id); };
+    observer.keep_live = [s = service_](const std::string& id) { return s->HasActiveReminders(id); };
     manager_->AddObserver(observer);
     manager_->Start();
   }

@@ -69,6 +69,12 @@ int64_t ScheduleService::ActiveReminders() const {
   return n;
 }
 
+bool ScheduleService::HasActiveReminders(const std::string& session_id) const {
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(session_id);
+  return it != entries_.end() && it->second->owner && it->second->active > 0;
+}
+
 // ---- the per-session queue -------------------------------------------------
 
 bool ScheduleService::Enqueue(const std::string& session_id, Op op) {
@@ -399,6 +405,7 @@ void ScheduleService::Dispatch(const std::shared_ptr<Entry>& e, Record record, F
           d.meta = {{"origin", "schedule"},
                     {"schedule_id", record.id},
                     {"occurrence_at", RecordView(record, record.scheduled_at)["scheduled_at"]}};
+          d.activity = agent::activity::Source{"reminder", std::nullopt, std::nullopt, record.id};
           self->agents_.Deliver(std::move(d), [self, e, record, failed, release](Result<agent::Delivered> r) {
             if (!r.ok()) {
               failed("queueing " + record.id, r.status());

@@ -85,6 +85,10 @@ class ScheduleService : public std::enable_shared_from_this<ScheduleService> {
   // sessions whose owner is here, as of each owner's last look at its log
   // (dsh_reminders_active). Reminders of cold sessions are not counted.
   int64_t ActiveReminders() const;
+  // True while the session's owner here knows of an active reminder: its
+  // agent is kept live (AgentObserver::keep_live), so a reminder is not
+  // lost to idle eviction. Quick; takes only this service's lock.
+  bool HasActiveReminders(const std::string& session_id) const;
 
   // Drops every owner, refuses new ones and waits for operations in flight.
   // Idempotent.

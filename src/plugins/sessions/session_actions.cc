@@ -66,6 +66,7 @@ void SessionActions::Send(const agent::ToolContext& caller, SendRequest request,
   d.mode = request.mode;
   d.wakeup = true;
   d.meta = SenderMeta(caller, "session_send");
+  if (caller.agent_call) d.activity = agent::activity::Source{"agent_message", {}, {}, {}};
   if (caller.agent_call && caller.provider && caller.model) {
     d.resume_route = session::ModelRoute{*caller.provider, *caller.model, caller.reasoning_effort};
   }
@@ -94,6 +95,7 @@ void SessionActions::Resolve(const agent::ToolContext& caller, std::function<voi
     s.cwd = caller.cwd;
     s.delegation_depth = caller.delegation_depth;
     s.session_id = caller.session_id;
+    s.agent_call = true;
     return done(s);
   }
   if (!caller.session_id) return done(Source{});
@@ -156,6 +158,8 @@ void SessionActions::CreateFrom(const Source& source, CreateRequest request,
   first.mode = agent::DeliveryMode::kSteer;
   first.meta = {{"origin", "session_create"}};
   if (source.session_id) first.meta["from_session"] = *source.session_id;
+  // A session another agent made works without the person: its turn is activity.
+  if (source.agent_call) first.activity = agent::activity::Source{"agent_message", {}, {}, {}};
   // The workspace is derived from the persisted cwd, which commits with the
   // session and its first message: there is no separate attach to undo.
   agents_.CreateWith(std::move(s), std::move(first),

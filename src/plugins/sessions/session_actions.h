@@ -102,6 +102,7 @@ class SessionActions {
     int64_t delegation_depth = -1;  // -1: a root call
     std::optional<std::string> session_id;
     std::optional<std::string> client_time_zone;  // of the request; the new session's time_zone when given
+    bool agent_call = false;  // an agent made the call: the new session's first turn is activity
   };
   void Resolve(const agent::ToolContext& caller, std::function<void(Result<Source>)> done);
   void CreateFrom(const Source& source, CreateRequest request, std::function<void(Result<CreateResult>)> done);

@@ -1,0 +1,302 @@
+#include "agent/activity_store.h"
+
+#include <algorithm>
+#include <array>
+#include <limits>
+
+namespace dsh::agent::activity {
+
+using store::Row;
+using store::Tx;
+using store::Value;
+
+std::vector<store::Migration> Migrations() {
+  return {
+      {"activity",
+       1,
+       {
+           "CREATE TABLE activity ("
+           " num /*sqlite: INTEGER PRIMARY KEY*/ /*postgres: BIGSERIAL PRIMARY KEY*/,"
+           " key TEXT NOT NULL UNIQUE,"
+           " message_id TEXT UNIQUE,"
+           " kind TEXT NOT NULL,"
+           " session_id TEXT,"
+           " loop_id TEXT,"
+           " nominal_at BIGINT,"
+           " schedule_id TEXT,"
+           " at BIGINT NOT NULL,"
+           " status TEXT NOT NULL,"
+           " error_code TEXT,"
+           " error_message TEXT,"
+           " seq BIGINT,"
+           " started_at BIGINT,"
+           " ended_at BIGINT,"
+           " input_tokens BIGINT,"
+           " output_tokens BIGINT,"
+           " summary TEXT,"
+           " read BIGINT NOT NULL)",
+           // The list's filters, newest first, and the unread counts.
+           "CREATE INDEX activity_unread ON activity (session_id, num) WHERE read = 0",
+           "CREATE INDEX activity_unread_num ON activity (num) WHERE read = 0",
+           "CREATE INDEX activity_failed ON activity (num) WHERE status IN ('error', 'none')",
+           "CREATE INDEX activity_by_session ON activity (session_id, num)",
+           "CREATE INDEX activity_by_at ON activity (at, num)",
+       }},
+  };
+}
+
+namespace {
+
+Value Opt(const std::optional<std::string>& s) { return s ? Value(std::string_view(*s)) : Value(nullptr); }
+Value Opt(const std::optional<int64_t>& v) { return v ? Value(*v) : Value(nullptr); }
+std::optional<std::string> OptText(const Row& row, int col) {
+  if (row.IsNull(col)) return std::nullopt;
+  return std::string(row.Text(col));
+}
+std::optional<int64_t> OptInt(const Row& row, int col) {
+  if (row.IsNull(col)) return std::nullopt;
+  return row.Int(col);
+}
+
+}  // namespace
+
+Status Delivered(Tx& tx, const Source& s, const std::string& session_id, const std::string& message_id,
+                 const std::optional<std::string>& key, int64_t at) {
+  std::string row_key = key ? *key : "msg:" + message_id;
+  std::array<Value, 9> params = {std::string_view(row_key), std::string_view(message_id), std::string_view(s.kind),
+                                 std::string_view(session_id), Opt(s.loop_id), Opt(s.nominal_at), Opt(s.schedule_id),
+                                 at, std::string_view(kPending)};
+  // A failed attempt of the same occurrence becomes this delivery.
+  return tx
+      .Exec("INSERT INTO activity (key, message_id, kind, session_id, loop_id, nominal_at, schedule_id, at, status, read)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0) ON CONFLICT (key) DO UPDATE SET"
+            " message_id = excluded.message_id, session_id = excluded.session_id, at = excluded.at,"
+            " status = excluded.status, error_code = NULL, error_message = NULL, read = 0"
+            " WHERE activity.status = 'none'",
+            params)
+      .status();
+}
+
+Status DeliveryFailed(Tx& tx, const Source& s, const std::optional<std::string>& session_id, const std::string& key,
+                      const std::string& error, int64_t at) {
+  std::array<Value, 10> params = {std::string_view(key),   std::string_view(s.kind), Opt(session_id),
+                                  Opt(s.loop_id),          Opt(s.nominal_at),        Opt(s.schedule_id),
+                                  at,                      std::string_view(kNone),  std::string_view("delivery_failed"),
+                                  std::string_view(error)};
+  // Another failed attempt of the same occurrence updates its row (and
+  // makes it unread again); a delivered one is left alone.
+  return tx
+      .Exec("INSERT INTO activity (key, kind, session_id, loop_id, nominal_at, schedule_id, at, status, error_code,"
+            " error_message, read) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0) ON CONFLICT (key) DO UPDATE SET"
+            " at = excluded.at, error_message = excluded.error_message, read = 0 WHERE activity.status = 'none'",
+            params)
+      .status();
+}
+
+Result<int64_t> TurnStarted(Tx& tx, const std::vector<session::Event>& stored) {
+  int64_t changed = 0;
+  for (const auto& e : stored) {
+    if (e.type != session::event_types::kUserMessage) continue;
+    auto id = e.data.find("message_id");
+    if (id == e.data.end() || !id->is_string()) continue;
+    const std::string& message_id = id->get_ref<const std::string&>();
+    DSH_ASSIGN_OR_RETURN(int64_t n, tx.Exec("UPDATE activity SET status = 'running', seq = ?, started_at = ?"
+                                            " WHERE message_id = ? AND status = 'pending'",
+                                            {e.seq, e.at, std::string_view(message_id)}));
+    changed += n;
+  }
+  return changed;
+}
+
+std::string Summary(std::string_view text) {
+  size_t start = text.find_first_not_of(" \t\r\n");
+  if (start == std::string_view::npos) return "";
+  text.remove_prefix(start);
+  if (size_t nl = text.find('\n'); nl != std::string_view::npos) text = text.substr(0, nl);
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\r')) text.remove_suffix(1);
+  // Characters, not bytes: every byte but a UTF-8 continuation starts one.
+  auto starts_char = [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; };
+  size_t chars = static_cast<size_t>(std::count_if(text.begin(), text.end(), starts_char));
+  if (chars <= kSummaryChars) return std::string(text);
+  size_t kept = 0, cut = 0;
+  for (; cut < text.size(); ++cut) {
+    if (starts_char(text[cut]) && kept++ == kSummaryChars - 1) break;
+  }
+  return std::string(text.substr(0, cut)) + "…";
+}
+
+Result<int64_t> TurnEnded(Tx& tx, const std::vector<std::string>& message_ids, const TurnEnd& end) {
+  if (message_ids.empty()) return int64_t{0};
+  std::string sql =
+      "UPDATE activity SET status = ?, error_code = ?, error_message = ?, ended_at = ?, input_tokens = ?,"
+      " output_tokens = ?, summary = ? WHERE message_id IN (";
+  std::vector<Value> params = {std::string_view(end.status), Opt(end.error_code), Opt(end.error_message),
+                               end.ended_at,                 Opt(end.input_tokens), Opt(end.output_tokens),
+                               std::string_view(end.summary)};
+  for (size_t i = 0; i < message_ids.size(); ++i) {
+    sql += i ? ", ?" : "?";
+    params.emplace_back(std::string_view(message_ids[i]));
+  }
+  sql += ")";
+  return tx.Exec(sql, params);
+}
+
+Json OutcomeJson(const Outcome& o) {
+  Json j = {{"status", o.status}};
+  if (o.error_code || o.error_message) {
+    j["error"] = {{"code", o.error_code.value_or("error")}, {"message", o.error_message.value_or("")}};
+  }
+  if (o.session_id) j["session_id"] = *o.session_id;
+  if (o.seq) j["seq"] = *o.seq;
+  if (o.started_at) j["started_at"] = *o.started_at;
+  if (o.ended_at) j["ended_at"] = *o.ended_at;
+  if (o.started_at && o.ended_at) j["duration_ms"] = std::max<int64_t>(0, *o.ended_at - *o.started_at);
+  if (o.input_tokens || o.output_tokens) {
+    j["tokens"] = {{"input_tokens", o.input_tokens.value_or(0)}, {"output_tokens", o.output_tokens.value_or(0)}};
+  }
+  return j;
+}
+
+std::string OutcomeColumns(std::string_view alias) {
+  std::string a(alias);
+  return a + ".status, " + a + ".error_code, " + a + ".error_message, " + a + ".session_id, " + a + ".seq, " + a +
+         ".started_at, " + a + ".ended_at, " + a + ".input_tokens, " + a + ".output_tokens";
+}
+
+std::optional<Outcome> OutcomeFromRow(const Row& row, int col) {
+  if (row.IsNull(col)) return std::nullopt;
+  Outcome o;
+  o.status = row.String(col);
+  o.error_code = OptText(row, col + 1);
+  o.error_message = OptText(row, col + 2);
+  o.session_id = OptText(row, col + 3);
+  o.seq = OptInt(row, col + 4);
+  o.started_at = OptInt(row, col + 5);
+  o.ended_at = OptInt(row, col + 6);
+  o.input_tokens = OptInt(row, col + 7);
+  o.output_tokens = OptInt(row, col + 8);
+  return o;
+}
+
+Json ItemJson(const Item& item, const std::optional<std::string>& title) {
+  Json outcome = OutcomeJson(item.outcome);
+  Json j = {{"id", item.id}, {"at", item.at}, {"kind", item.kind}, {"read", item.read}};
+  if (item.loop_id) j["loop_id"] = *item.loop_id;
+  if (item.nominal_at) j["nominal_at"] = *item.nominal_at;
+  if (item.schedule_id) j["schedule_id"] = *item.schedule_id;
+  if (item.outcome.session_id) j["session_id"] = *item.outcome.session_id;
+  if (item.outcome.seq) j["seq"] = *item.outcome.seq;
+  if (title) j["title"] = *title;
+  if (item.summary && !item.summary->empty()) j["summary"] = *item.summary;
+  Json o = {{"status", outcome["status"]}};
+  if (outcome.contains("error")) o["error"] = outcome["error"];
+  j["outcome"] = std::move(o);
+  for (const char* k : {"started_at", "ended_at", "duration_ms", "tokens"}) {
+    if (outcome.contains(k)) j[k] = outcome[k];
+  }
+  return j;
+}
+
+std::optional<Filter> ParseFilter(std::string_view name) {
+  if (name == "all") return Filter::kAll;
+  if (name == "unread") return Filter::kUnread;
+  if (name == "failed") return Filter::kFailed;
+  return std::nullopt;
+}
+
+Result<Page> List(Tx& tx, Filter filter, int64_t limit, std::optional<int64_t> before) {
+  std::string where;
+  switch (filter) {
+    case Filter::kAll: where = ""; break;
+    case Filter::kUnread: where = " AND read = 0"; break;
+    case Filter::kFailed: where = " AND status IN ('error', 'none')"; break;
+  }
+  Page page;
+  DSH_RETURN_IF_ERROR(tx.Query(
+      "SELECT num, at, kind, loop_id, schedule_id, nominal_at, summary, read, " + OutcomeColumns("a") +
+          " FROM activity a WHERE num < ?" + where + " ORDER BY num DESC LIMIT ?",
+      {before.value_or(std::numeric_limits<int64_t>::max()), limit + 1}, [&](const Row& row) {
+        Item item;
+        item.id = row.Int(0);
+        item.at = row.Int(1);
+        item.kind = row.String(2);
+        item.loop_id = OptText(row, 3);
+        item.schedule_id = OptText(row, 4);
+        item.nominal_at = OptInt(row, 5);
+        item.summary = OptText(row, 6);
+        item.read = row.Int(7) != 0;
+        item.outcome = OutcomeFromRow(row, 8).value_or(Outcome{});
+        page.items.push_back(std::move(item));
+        return Status::Ok();
+      }));
+  if (static_cast<int64_t>(page.items.size()) > limit) {
+    page.items.pop_back();
+    page.next = page.items.back().id;
+  }
+  return page;
+}
+
+Result<Unread> CountUnread(Tx& tx) {
+  Unread u;
+  DSH_RETURN_IF_ERROR(tx.Query("SELECT session_id, COUNT(*) FROM activity WHERE read = 0 GROUP BY session_id", {},
+                               [&](const Row& row) {
+                                 int64_t n = row.Int(1);
+                                 u.total += n;
+                                 if (!row.IsNull(0)) u.sessions[row.String(0)] = n;
+                                 return Status::Ok();
+                               }));
+  return u;
+}
+
+Result<int64_t> CountUnreadTotal(Tx& tx) {
+  int64_t n = 0;
+  DSH_RETURN_IF_ERROR(tx.Query("SELECT COUNT(*) FROM activity WHERE read = 0", {}, [&](const Row& row) {
+    n = row.Int(0);
+    return Status::Ok();
+  }));
+  return n;
+}
+
+Result<int64_t> MarkRead(Tx& tx, const std::vector<int64_t>& ids) {
+  if (ids.empty()) return int64_t{0};
+  std::string sql = "UPDATE activity SET read = 1 WHERE read = 0 AND num IN (";
+  std::vector<Value> params;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    sql += i ? ", ?" : "?";
+    params.emplace_back(ids[i]);
+  }
+  sql += ")";
+  return tx.Exec(sql, params);
+}
+
+Result<int64_t> MarkAllRead(Tx& tx) { return tx.Exec("UPDATE activity SET read = 1 WHERE read = 0"); }
+
+Result<int64_t> MarkSessionRead(Tx& tx, const std::string& session_id) {
+  return tx.Exec("UPDATE activity SET read = 1 WHERE read = 0 AND session_id = ?", {std::string_view(session_id)});
+}
+
+store::PruneTask PruneTask(int64_t max_age_ms) {
+  return {"activity", [max_age_ms](Tx& tx, int64_t now, int64_t max_rows) -> Result<store::PruneSlice> {
+            if (max_age_ms <= 0) return store::PruneSlice{0, false};
+            std::vector<int64_t> doomed;
+            DSH_RETURN_IF_ERROR(tx.Query(
+                "SELECT num FROM activity WHERE at < ? AND status NOT IN ('pending', 'running')"
+                " ORDER BY at, num LIMIT ?",
+                {now - max_age_ms, max_rows}, [&](const Row& row) {
+                  doomed.push_back(row.Int(0));
+                  return Status::Ok();
+                }));
+            if (doomed.empty()) return store::PruneSlice{0, false};
+            std::string sql = "DELETE FROM activity WHERE num IN (";
+            std::vector<Value> params;
+            for (size_t i = 0; i < doomed.size(); ++i) {
+              sql += i ? ", ?" : "?";
+              params.emplace_back(doomed[i]);
+            }
+            sql += ")";
+            DSH_ASSIGN_OR_RETURN(int64_t n, tx.Exec(sql, params));
+            return store::PruneSlice{n, static_cast<int64_t>(doomed.size()) == max_rows};
+          }};
+}
+
+}  // namespace dsh::agent::activity

@@ -1,0 +1,149 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/json.h"
+#include "base/status.h"
+#include "session/event.h"
+#include "store/connection.h"
+#include "store/database.h"
+#include "store/pruner.h"
+
+namespace dsh::agent::activity {
+
+// The activity list (module "activity", docs/API.md "Activity"): what
+// happened in the profile without the person — loop runs, reminder
+// dispatches and messages from other agents — each with the outcome of the
+// turn its delivery started. One row per delivery:
+//
+//   activity(num, key, message_id, kind, session_id, loop_id, nominal_at,
+//            schedule_id, at, status, error_code, error_message, seq,
+//            started_at, ended_at, input_tokens, output_tokens, summary,
+//            read)   -- key unique (the inbox key, or "msg:" + message_id);
+//                       message_id unique when set
+//
+// Rows are written in the same transaction as the fact they record: the
+// inbox insert of the delivery (status `pending`), the append of its
+// `message/user` event (`running`, with its seq) and the append of the
+// `turn/end` that consumed it (`completed` | `error` | `cancelled`, with
+// the turn's error, times, tokens and summary). A delivery that failed
+// (no message) is `none` with its error. So the outcome is known on every
+// host of the profile, after a restart and for a target that was cold.
+// Unread state is per profile.
+std::vector<store::Migration> Migrations();
+
+// What a delivery is, for the activity list; set by its producer.
+struct Source {
+  std::string kind;  // "loop_run" | "reminder" | "agent_message"
+  std::optional<std::string> loop_id;
+  std::optional<int64_t> nominal_at;
+  std::optional<std::string> schedule_id;
+};
+
+// Outcome statuses.
+inline constexpr std::string_view kNone = "none";  // the delivery failed
+inline constexpr std::string_view kPending = "pending";
+inline constexpr std::string_view kRunning = "running";
+inline constexpr std::string_view kCompleted = "completed";
+inline constexpr std::string_view kError = "error";
+inline constexpr std::string_view kCancelled = "cancelled";
+
+// A delivery was accepted into `session_id`'s inbox as `message_id`
+// (`key`: its inbox key, if any). A row of the same key that recorded a
+// failed attempt becomes this delivery.
+Status Delivered(store::Tx& tx, const Source& source, const std::string& session_id, const std::string& message_id,
+                 const std::optional<std::string>& key, int64_t at);
+
+// A delivery failed and left no message. `key` identifies the occurrence
+// (a retry that fails again updates the same row; one that succeeds turns
+// it into a delivery).
+Status DeliveryFailed(store::Tx& tx, const Source& source, const std::optional<std::string>& session_id,
+                      const std::string& key, const std::string& error, int64_t at);
+
+// The `message/user` events among `stored` started a turn (or joined one):
+// their rows become `running` with the event's seq. Returns the rows changed.
+Result<int64_t> TurnStarted(store::Tx& tx, const std::vector<session::Event>& stored);
+
+// How a turn ended, for the rows of the messages it consumed.
+struct TurnEnd {
+  std::string status;  // kCompleted | kError | kCancelled
+  std::optional<std::string> error_code;
+  std::optional<std::string> error_message;
+  int64_t ended_at = 0;
+  std::optional<int64_t> input_tokens;
+  std::optional<int64_t> output_tokens;
+  std::string summary;  // at most kSummaryChars characters
+};
+inline constexpr size_t kSummaryChars = 200;
+// The first line of `text`, whitespace-trimmed and cut to kSummaryChars
+// (UTF-8 safe, "…" when cut).
+std::string Summary(std::string_view text);
+
+Result<int64_t> TurnEnded(store::Tx& tx, const std::vector<std::string>& message_ids, const TurnEnd& end);
+
+// The outcome of one delivery as recorded.
+struct Outcome {
+  std::string status;
+  std::optional<std::string> error_code;
+  std::optional<std::string> error_message;
+  std::optional<std::string> session_id;
+  std::optional<int64_t> seq;
+  std::optional<int64_t> started_at;
+  std::optional<int64_t> ended_at;
+  std::optional<int64_t> input_tokens;
+  std::optional<int64_t> output_tokens;
+};
+// {status, error?: {code, message}, session_id?, seq?, started_at?,
+//  ended_at?, duration_ms?, tokens?: {input_tokens, output_tokens}}
+Json OutcomeJson(const Outcome& outcome);
+// The columns an outcome is read from, prefixed with `alias.`, in the order
+// OutcomeFromRow reads them starting at `col` (9 columns).
+std::string OutcomeColumns(std::string_view alias);
+// nullopt when the status column is NULL (no row joined).
+std::optional<Outcome> OutcomeFromRow(const store::Row& row, int col);
+
+struct Item {
+  int64_t id = 0;
+  int64_t at = 0;
+  std::string kind;
+  std::optional<std::string> loop_id;
+  std::optional<std::string> schedule_id;
+  std::optional<int64_t> nominal_at;
+  Outcome outcome;  // session_id and seq are the item's
+  std::optional<std::string> summary;
+  bool read = false;
+};
+// The item as the API shows it; `title` added when known.
+Json ItemJson(const Item& item, const std::optional<std::string>& title);
+
+enum class Filter { kAll, kUnread, kFailed };
+std::optional<Filter> ParseFilter(std::string_view name);
+
+struct Page {
+  std::vector<Item> items;
+  std::optional<int64_t> next;  // `before` of the next page
+};
+// Newest first; with `before`, only items with id < before.
+Result<Page> List(store::Tx& tx, Filter filter, int64_t limit, std::optional<int64_t> before);
+
+struct Unread {
+  int64_t total = 0;
+  std::map<std::string, int64_t> sessions;
+};
+Result<Unread> CountUnread(store::Tx& tx);
+Result<int64_t> CountUnreadTotal(store::Tx& tx);
+
+// Marks items read; returns how many changed.
+Result<int64_t> MarkRead(store::Tx& tx, const std::vector<int64_t>& ids);
+Result<int64_t> MarkAllRead(store::Tx& tx);
+Result<int64_t> MarkSessionRead(store::Tx& tx, const std::string& session_id);
+
+// Retention: items older than `max_age_ms` whose turn is over (not pending
+// or running), oldest first. 0 keeps everything. For store::Pruner.
+store::PruneTask PruneTask(int64_t max_age_ms);
+
+}  // namespace dsh::agent::activity

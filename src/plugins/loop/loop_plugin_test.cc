@@ -149,14 +149,48 @@ class LoopTest : public ::testing::TestWithParam<std::string> {
   }
   void ExpectRejected(const agent::ToolContext& ctx, const std::string& tool, const Json& args,
                       const std::string& mention, const std::string& code = codes::kInvalidArguments) {
-    auto before = AllLoops();
+    auto before = Registry();
     auto r = Call(ctx, tool, args);
     ASSERT_FALSE(r.ok()) << tool << " accepted " << args.dump();
     EXPECT_EQ(r.status().code(), code) << args.dump() << ": " << r.status().ToString();
     EXPECT_NE(r.status().message().find(mention), std::string::npos) << args.dump() << ": " << r.status().message();
-    EXPECT_EQ(AllLoops(), before) << "a rejected call changed the registry";
+    EXPECT_EQ(Registry(), before) << "a rejected call changed the registry";
   }
   Json AllLoops() { return Ok(agent::ToolContext{}, "loop_list", {{"session_id", "global"}}); }
+  // The registry as loop_create/loop_delete change it: without the fields
+  // derived from turns, which move on by themselves.
+  Json Registry() {
+    Json loops = AllLoops();
+    for (auto& v : loops) {
+      v.erase("last_outcome");
+      v.erase("health");
+    }
+    return loops;
+  }
+  // Waits until the turn of every delivery so far has ended.
+  void SettleTurns() {
+    using Open = std::vector<std::pair<std::string, std::string>>;
+    auto open = db_->ReadValue<Open>([](store::Tx& tx) -> Result<Open> {
+      Open out;
+      DSH_RETURN_IF_ERROR(tx.Query("SELECT session_id, message_id FROM activity WHERE status IN ('pending', 'running')",
+                                   {}, [&](const store::Row& row) {
+                                     out.emplace_back(row.String(0), row.String(1));
+                                     return Status::Ok();
+                                   }));
+      return out;
+    });
+    ASSERT_TRUE(open.ok()) << open.status().ToString();
+    for (const auto& [session_id, message_id] : *open) {
+      waiter_.WaitFor(session_id, [&](const std::vector<session::Event>& log) {
+        bool seen = false;
+        for (const auto& e : log) {
+          if (e.type == session::event_types::kUserMessage && e.data.value("message_id", "") == message_id) seen = true;
+          if (seen && e.type == agent::event_types::kTurnEnd) return true;
+        }
+        return false;
+      });
+    }
+  }
   static std::vector<std::string> LoopIds(const Json& views) {
     std::vector<std::string> ids;
     for (const auto& v : views) ids.push_back(v["loop_id"]);
@@ -219,6 +253,7 @@ class LoopTest : public ::testing::TestWithParam<std::string> {
   FakeClock clock_;  // 2026-01-01T00:00:00Z
   metrics::Registry metrics_;  // the schedulers' (kept across Close/Open, as counters are)
   session::EventHub hub_;
+  agent::testing::EventWaiter waiter_{hub_};  // every event of the test
   ScriptedModel model_;
   agent::testing::SingleModelRouter router_{model_};
   std::unique_ptr<agent::ToolRegistry> tools_;
@@ -1019,6 +1054,7 @@ TEST_P(LoopRoutesTest, RunsAreNewestFirstAndLimited) {
   std::string me = Session("default", Route("m1"));
   std::string id = Ok(From(me), "loop_create", {{"prompt", "tick"}, {"schedule", Every(60)}})["loop_id"];
   for (int i = 0; i < 3; ++i) Advance(60s);
+  SettleTurns();
 
   auto r = Get("/api/loops/{id}/runs", {}, {{"id", id}});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -1038,6 +1074,7 @@ TEST_P(LoopRoutesTest, RunsPageBackwardsWithBeforeAndNextBeforeWithoutOverlapOrG
   std::string me = Session("default", Route("m1"));
   std::string id = Ok(From(me), "loop_create", {{"prompt", "tick"}, {"schedule", Every(60)}})["loop_id"];
   for (int i = 0; i < 5; ++i) Advance(60s);
+  SettleTurns();
   auto all = Get("/api/loops/{id}/runs", {}, {{"id", id}});
   ASSERT_TRUE(all.ok()) << all.status().ToString();
   ASSERT_EQ(all->body["runs"].size(), 5u) << all->body.dump();
@@ -1116,6 +1153,107 @@ TEST_P(LoopRoutesTest, RunsRejectBadLimitsAndUnknownLoops) {
   auto missing = Get("/api/loops/{id}/runs", {}, {{"id", "loop_nope"}});
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), "unknown_loop");
+}
+
+// --- run outcomes: the turn each delivery started ---------------------------
+
+TEST_P(LoopTest, ALoopWhoseTurnsFailIsFailingAndItsRunsSayWhyUntilATurnCompletes) {
+  auto& waiter = waiter_;
+  std::string me = Session("default", Route("m1"));
+  std::string id = Ok(From(me), "loop_create", {{"prompt", "check"}, {"schedule", Every(60)}})["loop_id"];
+  EXPECT_EQ(View(id)["health"], "unknown") << "no run yet";
+  model_.Push(ScriptedModel::Error("model_unavailable", "connection refused"));
+  Advance(60s);
+  auto log = waiter.WaitForTurnEnds(me, 1);
+  Json v = View(id);
+  EXPECT_EQ(v["last_result"], "delivered") << "spec 000's field keeps its meaning";
+  EXPECT_EQ(v["health"], "failing");
+  EXPECT_EQ(v["last_outcome"]["status"], "error");
+  EXPECT_EQ(v["last_outcome"]["error"]["code"], "model_unavailable");
+  EXPECT_EQ(v["last_outcome"]["session_id"], me);
+  int64_t user_seq = 0;
+  for (const auto& e : log) {
+    if (e.type == session::event_types::kUserMessage) user_seq = e.seq;
+  }
+  EXPECT_EQ(v["last_outcome"]["seq"], user_seq);
+  auto runs = Runs(id);
+  ASSERT_EQ(runs.size(), 1u);
+  ASSERT_TRUE(runs[0].outcome);
+  EXPECT_EQ(runs[0].outcome->status, "error");
+  EXPECT_EQ(registry::RunJson(runs[0])["outcome"]["error"]["message"], "connection refused");
+
+  Advance(60s);  // the scripted model answers this time
+  waiter.WaitForTurnEnds(me, 2);
+  v = View(id);
+  EXPECT_EQ(v["health"], "ok");
+  EXPECT_EQ(v["last_outcome"]["status"], "completed");
+  runs = Runs(id);
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].outcome->status, "completed");
+  EXPECT_EQ(runs[1].outcome->status, "error") << "older runs keep their outcome";
+}
+
+TEST_P(LoopTest, AFailedDeliveryHasOutcomeNoneAndIsAFailedActivityItem) {
+  std::string id = Ok(From(global_), "loop_create", {{"prompt", "report"}, {"session_id", "self"}, {"schedule", Every(60)}})["loop_id"];
+  global_on_ = false;
+  Advance(60s);
+  Json v = View(id);
+  EXPECT_EQ(v["last_result"], "failed");
+  EXPECT_EQ(v["health"], "failing");
+  EXPECT_EQ(v["last_outcome"]["status"], "none");
+  EXPECT_EQ(v["last_outcome"]["error"]["code"], "delivery_failed");
+  auto failed = db_->ReadValue<agent::activity::Page>([](store::Tx& tx) {
+    return agent::activity::List(tx, agent::activity::Filter::kFailed, 10, std::nullopt);
+  });
+  ASSERT_TRUE(failed.ok()) << failed.status().ToString();
+  ASSERT_EQ(failed->items.size(), 1u);
+  EXPECT_EQ(failed->items[0].kind, "loop_run");
+  EXPECT_EQ(failed->items[0].loop_id, std::optional<std::string>(id));
+  EXPECT_NE(failed->items[0].outcome.error_message.value_or("").find("global interface"), std::string::npos);
+}
+
+TEST_P(LoopRoutesTest, FinishedAfterLoopsAreListedNewestFirstAndPaged) {
+  auto& waiter = waiter_;
+  std::string me = Session("default", Route("m1"));
+  std::string first = Ok(From(me), "loop_create", {{"prompt", "one"}, {"schedule", After(30)}})["loop_id"];
+  std::string second = Ok(From(me), "loop_create", {{"prompt", "two"}, {"schedule", After(60)}})["loop_id"];
+  std::string ongoing = Ok(From(me), "loop_create", {{"prompt", "on"}, {"schedule", Every(3600)}})["loop_id"];
+  Advance(30s);
+  waiter.WaitForTurnEnds(me, 1);
+  Advance(30s);
+  waiter.WaitForTurnEnds(me, 2);
+  ASSERT_TRUE(scheduler_->SettleForTesting());
+
+  auto active = Get("/api/loops", {{"session_id", "global"}});
+  ASSERT_TRUE(active.ok());
+  EXPECT_EQ(LoopIds(active->body["loops"]), (std::vector<std::string>{ongoing}));
+  auto finished = Get("/api/loops", {{"session_id", "global"}, {"finished", "true"}});
+  ASSERT_TRUE(finished.ok()) << finished.status().ToString();
+  EXPECT_EQ(LoopIds(finished->body["loops"]), (std::vector<std::string>{second, first}));
+  EXPECT_FALSE(finished->body.contains("next"));
+  for (const auto& v : finished->body["loops"]) {
+    EXPECT_EQ(v["state"], "completed");
+    EXPECT_EQ(v["last_outcome"]["status"], "completed") << v.dump();
+  }
+  auto mine = Get("/api/loops", {{"session_id", me}, {"finished", "true"}});
+  EXPECT_EQ(mine->body["loops"].size(), 2u);
+  auto page = Get("/api/loops", {{"session_id", "global"}, {"finished", "true"}, {"limit", "1"}});
+  ASSERT_TRUE(page.ok());
+  EXPECT_EQ(LoopIds(page->body["loops"]), (std::vector<std::string>{second}));
+  ASSERT_TRUE(page->body.contains("next"));
+  auto rest = Get("/api/loops", {{"session_id", "global"},
+                                 {"finished", "true"},
+                                 {"limit", "1"},
+                                 {"before", std::to_string(page->body["next"].get<int64_t>())}});
+  ASSERT_TRUE(rest.ok()) << rest.status().ToString();
+  EXPECT_EQ(LoopIds(rest->body["loops"]), (std::vector<std::string>{first}));
+
+  auto bad = Get("/api/loops", {{"session_id", "global"}, {"finished", "yes"}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("finished"), std::string::npos);
+  auto stray = Get("/api/loops", {{"session_id", "global"}, {"limit", "5"}});
+  ASSERT_FALSE(stray.ok());
+  EXPECT_EQ(stray.status().code(), codes::kInvalidArguments);
 }
 
 }  // namespace

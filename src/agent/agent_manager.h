@@ -194,7 +194,7 @@ class AgentManager {
   bool WaitUntilNotLive(const std::string& session_id, std::chrono::milliseconds timeout);
 
   // For tests and benchmarks: evicts idle agents now, as if their idle time
-  // had passed.
+  // had passed — also those an observer keeps live (keep_live).
   void EvictIdleForTesting();
 
  private:

@@ -13,16 +13,17 @@ struct Titles {
   std::optional<std::string> generated;
   std::optional<std::string> fallback;
 
-  std::optional<std::string> Effective() const {
-    if (user) return user;
-    if (generated) return generated;
-    return fallback;
-  }
+  // A fallback stored from a `<loop>` delivery's markup (before fallbacks
+  // were built from the loop's prompt) is shown as FallbackTitle makes it.
+  std::optional<std::string> Effective() const;
 };
 
 // The deterministic fallback title of a first prompt: whitespace collapsed,
 // cut at a word boundary to at most 60 characters (UTF-8 safe) with "…" when
-// cut. Empty when the prompt has no visible text.
+// cut. Empty when the prompt has no visible text. A loop delivery (spec 000
+// section 6, `<loop><loop_id>…</loop_id><prompt>…</prompt></loop>`) gives
+// the title of its prompt, XML entities decoded; one whose prompt was cut
+// off (a title stored from the markup) is "Loop run".
 std::string FallbackTitle(std::string_view first_prompt);
 
 }  // namespace dsh::session

@@ -23,4 +23,18 @@ TEST(FallbackTitle, NeverSplitsAMultibyteCharacter) {
 TEST(FallbackTitle, IsEmptyForBlankPrompts) { EXPECT_EQ(FallbackTitle(" \n "), ""); }
 
 }  // namespace
+TEST(FallbackTitle, OfALoopDeliveryIsItsPromptNotItsMarkup) {
+  EXPECT_EQ(FallbackTitle("<loop>\n  <loop_id>loop_01abc</loop_id>\n  <prompt>Check &lt;deploy&gt; &amp; &quot;report&quot;</prompt>\n</loop>"),
+            "Check <deploy> & \"report\"");
+  // A title stored from the markup before (cut before the prompt) reads "Loop run".
+  Titles old{std::nullopt, std::nullopt, "<loop> <loop_id>loop_01kdvdna008p7ptbknga2p5gk7</loop_id>…"};
+  EXPECT_EQ(old.Effective(), "Loop run");
+  Titles cut{std::nullopt, std::nullopt, "<loop> <loop_id>l1</loop_id> <prompt>Summarize the night's…"};
+  EXPECT_EQ(cut.Effective(), "Summarize the night's…");
+  Titles renamed{"Nightly report", std::nullopt, "<loop> <loop_id>l1</loop_id>…"};
+  EXPECT_EQ(renamed.Effective(), "Nightly report");
+  // Text that merely mentions a loop stays as it is.
+  EXPECT_EQ(FallbackTitle("why does <loop> fail?"), "why does <loop> fail?");
+}
+
 }  // namespace dsh::session

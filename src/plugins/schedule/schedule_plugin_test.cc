@@ -45,7 +45,7 @@ class ScheduleTest : public ::testing::Test {
     agent::AgentManagerOptions options;
     options.sweep_interval = 20ms;
     options.generate_titles = false;
-    options.idle_eviction = 24h * 365;  // the fake clock jumps by hours; agents stay live unless evicted by a test
+    options.idle_eviction = idle_eviction_;
     tools_ = std::make_unique<agent::ToolRegistry>();
     manager_ = std::make_unique<agent::AgentManager>(ioc_, *db_, *store_, router_, *tools_, clock_,
                                                      agent::AgentEnvironment{}, options);
@@ -187,6 +187,8 @@ class ScheduleTest : public ::testing::Test {
     ASSERT_TRUE(idle.get_future().get().ok());
   }
 
+  // The fake clock jumps by hours; agents stay live unless evicted by a test.
+  std::chrono::milliseconds idle_eviction_ = 24h * 365;
   dsh::testing::TempDir dir_;
   metrics::Registry metrics_;  // outlives every service of the test
   std::shared_ptr<store::testing::Faults> faults_ = std::make_shared<store::testing::Faults>();
@@ -438,6 +440,25 @@ TEST_F(ScheduleTest, AColdSessionDoesNothingAndFiresAnOverdueReminderOnceWhenLiv
   ASSERT_TRUE(again.get_future().get().ok());
   Quiesce();
   EXPECT_EQ(Reminders(me).size(), 1u) << "and only once";
+}
+
+TEST_F(ScheduleTest, ASessionWithAPendingReminderIsNotEvictedForIdlenessAndItFires) {
+  Close();
+  idle_eviction_ = 10s;
+  Open();
+  std::string me = Live();
+  std::string other = Live();
+  Ok(From(me), "schedule_create", {{"prompt", "remind me"}, {"after_seconds", 1200}});
+  Quiesce();
+  clock_.Advance(11min);  // both idle past agents.idle_eviction
+  ASSERT_TRUE(manager_->WaitUntilNotLive(other, 10s)) << "the sweep evicts an idle session without reminders";
+  EXPECT_TRUE(manager_->LiveStatus(me).has_value()) << "but keeps the one with a pending reminder";
+  clock_.Advance(10min);  // the reminder is due
+  ASSERT_TRUE(Eventually([&] { return Reminders(me).size() == 1; })) << Dump(me);
+  WaitIdle(me);
+  Quiesce();
+  clock_.Advance(1min);  // nothing pending any more: evicted like any other
+  EXPECT_TRUE(manager_->WaitUntilNotLive(me, 10s));
 }
 
 TEST_F(ScheduleTest, AForkNeverInheritsItsParentsReminders) {

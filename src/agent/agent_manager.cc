@@ -154,12 +154,17 @@ void AgentManager::Resume(const std::string& session_id, std::function<void(Stat
 void AgentManager::ResumeWith(const std::string& session_id, std::vector<InboxMessage> extra,
                               std::function<void(Status)> done, std::optional<session::ModelRoute> route) {
   {
-    std::lock_guard lock(mu_);
-    if (stopped_) return done(Status(codes::kShuttingDown, "the host is stopping"));
+    // `done` never runs under mu_: it may ask the manager (LiveStatus).
+    std::unique_lock lock(mu_);
+    if (stopped_) {
+      lock.unlock();
+      return done(Status(codes::kShuttingDown, "the host is stopping"));
+    }
     auto [it, fresh] = live_.try_emplace(session_id);
     Slot& slot = it->second;
     if (slot.agent) {
       if (!extra.empty()) slot.agent->Enqueue(std::move(extra));
+      lock.unlock();
       return done(Status::Ok());
     }
     for (auto& m : extra) slot.early.push_back(std::move(m));

@@ -261,6 +261,7 @@ const std::vector<Api::Route>& Api::Routes() {
       {"POST", "/api/sessions", &Api::CreateSession},
       {"POST", "/api/sessions/{id}/cancel", &Api::CancelTurn},
       {"POST", "/api/sessions/{id}/fork", &Api::ForkSession},
+      {"POST", "/api/sessions/{id}/resume", &Api::ResumeSession},
       {"GET", "/api/host", &Api::HostInfo},
       {"GET", "/api/cron/preview", &Api::CronPreview},
   };
@@ -806,6 +807,28 @@ void Api::CancelTurn(const PathParams& params, HttpRequest req, Respond respond)
   });
 }
 
+void Api::ResumeSession(const PathParams& params, HttpRequest req, Respond respond) const {
+  if (services_.host == nullptr) return respond(Unavailable("the agent runtime"));
+  if (Status st = CheckQuery(req, {}); !st.ok()) return respond(HttpResponse::FromError(st));
+  if (req.body.find_first_not_of(" \t\r\n") != std::string::npos) {
+    auto body = ParseJson(req.body);
+    if (!body.ok() || !body->is_object()) {
+      return respond(HttpResponse::FromError(InvalidArguments("the body must be empty or {}")));
+    }
+    if (!body->empty()) {
+      return respond(HttpResponse::FromError(
+          InvalidArguments("unknown property `" + body->begin().key() + "`: resume takes no arguments")));
+    }
+  }
+  const std::string& id = params.at("id");
+  auto& agents = services_.host->agents();
+  agents.Resume(id, [&agents, id, respond = std::move(respond)](Status st) {
+    if (!st.ok()) return respond(HttpResponse::FromError(st));
+    auto status = agents.LiveStatus(id).value_or(agent::AgentStatus::kIdle);
+    respond(HttpResponse::FromJson(200, Json{{"status", agent::AgentStatusName(status)}}));
+  });
+}
+
 void Api::HostInfo(const PathParams&, HttpRequest req, Respond respond) const {
   if (services_.host == nullptr) return respond(Unavailable("host information"));
   if (Status st = CheckQuery(req, {}); !st.ok()) return respond(HttpResponse::FromError(st));
@@ -813,6 +836,10 @@ void Api::HostInfo(const PathParams&, HttpRequest req, Respond respond) const {
   const auto& route = host.models().default_route();
   Json presets = Json::array();
   for (const auto& p : host.config().presets) presets.push_back(p.id);
+  std::vector<std::string> tool_names;
+  for (const auto& t : services_.tools.List()) tool_names.push_back(t->name());
+  std::sort(tool_names.begin(), tool_names.end());
+  Json tools = tool_names;
   Json providers = Json::array();
   for (const auto& choice : host.models().Choices()) {
     Json models = nullptr;  // any model name
@@ -829,7 +856,8 @@ void Api::HostInfo(const PathParams&, HttpRequest req, Respond respond) const {
                {"providers", std::move(providers)},
                {"default_preset", host.config().default_preset},
                {"global_session_id", host.global_session_id() ? Json(*host.global_session_id()) : Json(nullptr)},
-               {"mcp_servers", host.mcp_servers().Describe()}};
+               {"mcp_servers", host.mcp_servers().Describe()},
+               {"tools", std::move(tools)}};
   respond(HttpResponse::FromJson(200, info));
 }
 

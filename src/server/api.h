@@ -114,6 +114,9 @@ class Api {
   void CreateSession(const PathParams& params, HttpRequest req, Respond respond) const;
   void CancelTurn(const PathParams& params, HttpRequest req, Respond respond) const;
   void ForkSession(const PathParams& params, HttpRequest req, Respond respond) const;
+  // POST /api/sessions/{id}/resume: makes a cold session live here (its
+  // overdue reminders then fire); idempotent for a live one.
+  void ResumeSession(const PathParams& params, HttpRequest req, Respond respond) const;
   void HostInfo(const PathParams& params, HttpRequest req, Respond respond) const;
   // GET /api/cron/preview: the next occurrences of a cron rule after the
   // host clock's now, as `dsh cron next` computes them, with its English

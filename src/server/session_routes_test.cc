@@ -856,6 +856,36 @@ TEST_F(HostRoutesTest, AForkOfALiveSessionIsNotLive) {
   EXPECT_EQ(AgentStatusOf(child["id"]), agent::AgentStatus::kCold);
 }
 
+TEST_F(HostRoutesTest, ResumeMakesAColdSessionLiveAndIsIdempotent) {
+  std::string id = Create()["id"];
+  host_->agents().EvictIdleForTesting();
+  ASSERT_TRUE(host_->agents().WaitUntilNotLive(id, std::chrono::seconds(10)));
+  EXPECT_EQ(AgentStatusOf(id), agent::AgentStatus::kCold);
+  auto r = Post("/api/sessions/" + id + "/resume", Json::object());
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Json::parse(r.body), (Json{{"status", "idle"}}));
+  EXPECT_EQ(AgentStatusOf(id), agent::AgentStatus::kIdle);
+  auto again = HttpRequestSync("POST", base_ + "/api/sessions/" + id + "/resume", "", {{"Authorization", "Bearer secret"}});
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->status, 200) << again->body;
+  auto missing = Post("/api/sessions/ses_nope/resume", Json::object());
+  EXPECT_EQ(missing.status, 404) << missing.body;
+  auto extra = Post("/api/sessions/" + id + "/resume", {{"preset", "x"}});
+  EXPECT_EQ(extra.status, 400);
+  EXPECT_NE(Error(extra)["message"].get<std::string>().find("preset"), std::string::npos) << extra.body;
+}
+
+TEST_F(HostRoutesTest, HostInfoListsTheToolsARootCallMayUse) {
+  auto r = Get("/api/host");
+  ASSERT_EQ(r.status, 200) << r.body;
+  Json tools = Json::parse(r.body)["tools"];
+  ASSERT_TRUE(tools.is_array());
+  std::vector<std::string> names;
+  for (const auto& t : host_->tools().List()) names.push_back(t->name());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(tools, Json(names));
+}
+
 // --- GET /api/cron/preview ---
 
 TEST_F(HostRoutesTest, CronPreviewGivesTheNextOccurrencesInTheZoneAndTheDescription) {

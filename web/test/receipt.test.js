@@ -32,6 +32,8 @@ test("a dispatch is a receipt with its create's prompt and time; creates and del
     prompt: "check the oven",
     occurrenceAt: "2026-01-01T00:20:00.000Z",
     deliveryMode: "session-local",
+    dispatched: true,
+    followUpSeq: null,
   });
 });
 

@@ -6,7 +6,9 @@
  * @typedef {{loop_id: string, prompt: string, schedule: LoopSchedule, session_id: string,
  *   created_by_session_id?: string, created_at: number, next_at?: number, last_run_at?: number,
  *   last_result?: "delivered" | "failed", last_error?: string,
- *   state: "scheduled" | "running" | "overdue" | "completed" | "failed"}} LoopView
+ *   state: "scheduled" | "running" | "overdue" | "completed" | "failed",
+ *   health?: "ok" | "failing" | "unknown", last_outcome?: import("./activity.js").Outcome}} LoopView
+ * @typedef {{id: string, prompt: string, scheduled_at: string, state: "scheduled" | "overdue" | string}} Reminder
  */
 
 export const UNITS = [
@@ -118,4 +120,39 @@ export function loopSummary(loops) {
     if (l.state === "failed") failed++;
   }
   return { count: loops.length, nextAt, overdue, failed };
+}
+
+/**
+ * True when a loop's last run went wrong: its delivery failed or the turn it
+ * started ended in an error (issue 29's `health`; an older host without
+ * `health` is judged by its delivery result).
+ * @param {LoopView} l
+ */
+export function isFailing(l) {
+  return l.health === "failing" || l.state === "failed";
+}
+
+/**
+ * The composer's status of one session's automation, loops and reminders:
+ * "2 loops · 1 reminder" (the words), the nearest next run of either, and
+ * how many loops are failing or overdue and how many reminders overdue.
+ * `reminders` is null on a host without reminders.
+ * @param {LoopView[]} loops
+ * @param {Reminder[] | null} reminders
+ */
+export function automationSummary(loops, reminders) {
+  const counts = [];
+  if (loops.length > 0) counts.push(loops.length === 1 ? "1 loop" : `${loops.length} loops`);
+  const r = reminders ?? [];
+  if (r.length > 0) counts.push(r.length === 1 ? "1 reminder" : `${r.length} reminders`);
+  const words = counts.length ? counts.join(" · ") : reminders ? "No loops or reminders" : "No loops";
+  const loop = loopSummary(loops);
+  let nextAt = loop.nextAt;
+  let overdueReminders = 0;
+  for (const x of r) {
+    const at = Date.parse(x.scheduled_at);
+    if (x.state === "overdue") overdueReminders++;
+    else if (Number.isFinite(at) && (nextAt === null || at < nextAt)) nextAt = at;
+  }
+  return { words, nextAt, failing: loops.filter(isFailing).length, overdue: loop.overdue, overdueReminders };
 }

@@ -4,6 +4,8 @@
 // appended from the WebSocket) and the blocks derived from them. Pure
 // functions, tested with node --test (web/test/).
 
+import { parseLoopFrame, parseReminderFrame } from "./deliveries.js";
+
 /**
  * @typedef {{seq: number, type: string, at: number, data: any}} StoredEvent
  * @typedef {{
@@ -18,6 +20,7 @@
  *   | {kind: "tool", key: string, seq: number, name: string, args: string, result?: any, error?: any}
  *   | {kind: "error", key: string, seq: number, code: string, message: string}
  *   | Receipt
+ *   | LoopRun
  *   | {kind: "running", key: string, seq: number}} Block
  * @typedef {{
  *   kind: "receipt", key: string, seq: number,
@@ -25,7 +28,15 @@
  *   prompt: string | null,        // null: its create lies in an older page not loaded yet
  *   occurrenceAt: string | null,  // the create's scheduled_at (UTC RFC 3339), null likewise
  *   deliveryMode: "session-local",
+ *   dispatched: boolean,          // its dispatch event is held (else only its follow-up is)
+ *   followUpSeq: number | null,   // the seq of the follow-up message it queued, once held
  * }} Receipt
+ * @typedef {{
+ *   kind: "loop", key: string, seq: number, at: number,
+ *   loopId: string,
+ *   prompt: string,               // the loop's prompt, unescaped (the frame's text if it is no frame)
+ *   nominalAt: number | null,     // the occurrence it delivered (Unix ms)
+ * }} LoopRun
  */
 
 /** @param {number} firstSeq the seq before the window's first event */
@@ -85,6 +96,16 @@ export function prependEvents(c, older, newFirst) {
  * window of the log, so when that create is not in it, it lies in an older
  * page: the receipt then has no prompt and no time until that page loads
  * and the blocks are derived again. Creates and deletes are not blocks.
+ *
+ * The follow-up message a reminder queued (`meta.origin: "schedule"`) is not
+ * a block of its own: it joins its dispatch's receipt (the nearest one of
+ * the same id still without a follow-up), so each reminder is one card. A
+ * follow-up whose dispatch is not in the window (older, or recorded after
+ * it by a host that crashed in between) makes the card itself, from its
+ * frame, and a dispatch that follows joins it.
+ *
+ * A loop's delivery (`meta.origin: "loop"`) is a `loop` block with the
+ * prompt taken out of its `<loop>` frame.
  * @param {StoredEvent[]} events
  * @returns {Block[]}
  */
@@ -109,9 +130,53 @@ export function blocksOf(events) {
           blocks.push({ kind: "error", key, seq: e.seq, code: d.error?.code ?? "error", message: d.error?.message ?? "" });
         }
         break;
-      case "message/user":
-        blocks.push({ kind: "user", key, seq: e.seq, text: String(d.text ?? ""), meta: d.meta ?? null, mode: d.mode });
+      case "message/user": {
+        const text = String(d.text ?? "");
+        const meta = d.meta ?? null;
+        if (meta?.origin === "loop") {
+          const frame = parseLoopFrame(text);
+          blocks.push({
+            kind: "loop",
+            key,
+            seq: e.seq,
+            at: e.at,
+            loopId: String(meta.loop_id ?? frame?.loopId ?? ""),
+            prompt: frame ? frame.prompt : text,
+            nominalAt: typeof meta.nominal_at === "number" ? meta.nominal_at : null,
+          });
+          break;
+        }
+        if (meta?.origin === "schedule" && typeof meta.schedule_id === "string") {
+          const frame = parseReminderFrame(text);
+          const id = meta.schedule_id;
+          const at = findLast(blocks, (b) => b.kind === "receipt" && b.scheduleId === id && b.followUpSeq === null);
+          const occurrence = typeof meta.occurrence_at === "string" ? meta.occurrence_at : frame?.occurrenceAt ?? null;
+          if (at >= 0) {
+            const r = /** @type {Receipt} */ (blocks[at]);
+            blocks[at] = {
+              ...r,
+              followUpSeq: e.seq,
+              prompt: r.prompt ?? frame?.prompt ?? null,
+              occurrenceAt: r.occurrenceAt ?? occurrence,
+            };
+          } else {
+            blocks.push({
+              kind: "receipt",
+              key,
+              seq: e.seq,
+              scheduleId: id,
+              prompt: frame?.prompt ?? null,
+              occurrenceAt: occurrence,
+              deliveryMode: "session-local",
+              dispatched: false,
+              followUpSeq: e.seq,
+            });
+          }
+          break;
+        }
+        blocks.push({ kind: "user", key, seq: e.seq, text, meta, mode: d.mode });
         break;
+      }
       case "message/assistant":
         blocks.push({ kind: "assistant", key, seq: e.seq, text: String(d.text ?? "") });
         break;
@@ -139,6 +204,12 @@ export function blocksOf(events) {
           creates.set(id, d.schedule);
         } else if (d.op === "dispatch") {
           const made = creates.get(id);
+          const early = findLast(blocks, (b) => b.kind === "receipt" && b.scheduleId === id && !b.dispatched);
+          if (early >= 0) {  // its follow-up came first
+            const r = /** @type {Receipt} */ (blocks[early]);
+            blocks[early] = { ...r, dispatched: true, prompt: r.prompt ?? made?.prompt ?? null };
+            break;
+          }
           blocks.push({
             kind: "receipt",
             key,
@@ -147,6 +218,8 @@ export function blocksOf(events) {
             prompt: typeof made?.prompt === "string" ? made.prompt : null,
             occurrenceAt: typeof made?.scheduled_at === "string" ? made.scheduled_at : null,
             deliveryMode: "session-local",
+            dispatched: true,
+            followUpSeq: null,
           });
         }
         break;  // a delete is not a block
@@ -157,6 +230,33 @@ export function blocksOf(events) {
   }
   if (open) blocks.push({ kind: "running", key: "running", seq: events.length ? events[events.length - 1].seq : 0 });
   return blocks;
+}
+
+/**
+ * The index of the last element matching `pred`, or -1.
+ * @template T
+ * @param {T[]} xs
+ * @param {(x: T) => boolean} pred
+ */
+function findLast(xs, pred) {
+  for (let i = xs.length - 1; i >= 0; i--) if (pred(xs[i])) return i;
+  return -1;
+}
+
+/**
+ * The block that shows the event `seq`: the one with that seq, or the
+ * reminder card its follow-up joined; else the first block after it (an
+ * event that is no block of its own, such as a turn's start).
+ * @param {Block[]} blocks
+ * @param {number} seq
+ * @returns {Block | null}
+ */
+export function blockOfSeq(blocks, seq) {
+  for (const b of blocks) {
+    if (b.kind === "running") continue;
+    if (b.seq === seq || (b.kind === "receipt" && b.followUpSeq === seq)) return b;
+  }
+  return blocks.find((b) => b.kind !== "running" && (b.seq > seq || (b.kind === "receipt" && (b.followUpSeq ?? 0) > seq))) ?? null;
 }
 
 /**

@@ -2,6 +2,11 @@
 // HttpOnly `dsh_token` cookie set by the token URL, and the person's zone on
 // every request that acts for them.
 
+import type { ActivityItem, Outcome, Tokens } from "./lib/activity.js";
+import { displayTitle } from "./lib/deliveries.js";
+
+export type { ActivityItem, Outcome, Tokens };
+
 export const clientTimeZone: string | undefined = (() => {
   try {
     return Intl.DateTimeFormat().resolvedOptions().timeZone || undefined;
@@ -60,6 +65,9 @@ export interface HostInfo {
   global_session_id: string | null;
   // The MCP servers of `mcp.servers` (docs/MCP.md), by name; absent from an older host.
   mcp_servers?: McpServerView[];
+  // The tools a root call may use, when the host says (issue 29): the
+  // browser offers reminders only when `schedule_list` is among them.
+  tools?: string[];
 }
 
 export interface McpServerView {
@@ -90,6 +98,26 @@ export interface LoopView {
   last_result?: "delivered" | "failed";
   last_error?: string;
   state: "scheduled" | "running" | "overdue" | "completed" | "failed";
+  // Issue 29: how its last run's turn ended; absent from an older host.
+  health?: "ok" | "failing" | "unknown";
+  last_outcome?: Outcome;
+}
+
+// A run's turn (issue 29): `outcome` of a run row.
+export interface RunOutcome extends Outcome {
+  started_at?: number;
+  ended_at?: number;
+  duration_ms?: number;
+  tokens?: Tokens;
+}
+
+// A session-local reminder as schedule_list shows it (docs/REMINDERS.md).
+export interface Reminder {
+  id: string;
+  kind: "after" | "at";
+  prompt: string;
+  scheduled_at: string;
+  state: "scheduled" | "overdue";
 }
 
 export interface LoopRun {
@@ -104,6 +132,7 @@ export interface LoopRun {
   skipped?: number;
   skipped_capped?: boolean;
   note?: string;
+  outcome?: RunOutcome;
 }
 
 export interface CronPreview {
@@ -118,6 +147,10 @@ const query = (params: Record<string, string | number | undefined>) =>
     .map(([k, v]) => `${k}=${encodeURIComponent(String(v))}`)
     .join("&");
 
+// Titles as a person reads them: never a delivery frame (lib/deliveries.js).
+const readable = <T extends { title?: string }>(rows: T[]): T[] =>
+  rows.map((r) => (r.title === undefined ? r : { ...r, title: displayTitle(r.title) }));
+
 export const api = {
   host: () => request<HostInfo>("GET", "/api/host"),
   tool: <T>(name: string, args: Record<string, unknown>, sessionId?: string) =>
@@ -127,7 +160,7 @@ export const api = {
       withZone(sessionId ? { args, session_id: sessionId } : { args }),
     ).then((r) => r.result),
   sessions: (recent = 200) =>
-    api.tool<{ sessions: SessionRow[] }>("session_status", { recent_n: recent }).then((r) => r.sessions),
+    api.tool<{ sessions: SessionRow[] }>("session_status", { recent_n: recent }).then((r) => readable(r.sessions)),
   command: (text: string, sessionId?: string) =>
     request<{ result: { text: string; data: unknown } }>(
       "POST",
@@ -149,6 +182,12 @@ export const api = {
   // Loops (docs/LOOPS.md): every loop of the profile, or those targeting a session.
   loops: (selector: string) =>
     request<{ loops: LoopView[] }>("GET", `/api/loops?${query({ session_id: selector })}`).then((r) => r.loops),
+  // Completed `after` loops, newest first, a page at a time (issue 29).
+  finishedLoops: (limit: number, before?: string | number) =>
+    request<{ loops: LoopView[]; next?: string | number }>(
+      "GET",
+      `/api/loops?${query({ session_id: "global", finished: "true", limit, before })}`,
+    ),
   // The calling session's own loops (loop_list({}) as that session: spec 000 §8.1).
   sessionLoops: (sessionId: string) => api.tool<LoopView[]>("loop_list", {}, sessionId),
   runs: (loopId: string, limit: number, before?: number) =>
@@ -159,13 +198,30 @@ export const api = {
   cronPreview: (expr: string, tz: string | undefined, count: number) =>
     request<CronPreview>("GET", `/api/cron/preview?${query({ expr, tz, count })}`),
   listSessions: (limit: number) =>
-    api.tool<{ sessions: { session_id: string; title?: string }[] }>("list_sessions", { limit }).then((r) => r.sessions),
+    api.tool<{ sessions: { session_id: string; title?: string }[] }>("list_sessions", { limit }).then((r) => readable(r.sessions)),
   // The stored header (never resumes the session).
   header: (sessionId: string) =>
     request<{ session: { id: string; time_zone: string; preset?: string; parent_id?: string } }>(
       "GET",
       `/api/sessions/${encodeURIComponent(sessionId)}`,
     ).then((r) => r.session),
+  // A session's active reminders (docs/REMINDERS.md); only on a host with the schedule plugin.
+  reminders: (sessionId: string) =>
+    api.tool<{ schedules: Reminder[] }>("schedule_list", {}, sessionId).then((r) => r.schedules),
+  deleteReminder: (sessionId: string, id: string) =>
+    api.tool<{ id: string; deleted: boolean; code?: string }>("schedule_delete", { id }, sessionId),
+  // Makes a cold session live (its overdue reminders then fire).
+  resume: (sessionId: string) =>
+    request<unknown>("POST", `/api/sessions/${encodeURIComponent(sessionId)}/resume`, {}),
+  // The activity inbox (issue 29), newest first.
+  activity: (filter: "all" | "unread" | "failed", limit: number, before?: number) =>
+    request<{ items: ActivityItem[]; unread: number; next?: number }>(
+      "GET",
+      `/api/activity?${query({ filter, limit, before })}`,
+    ).then((r) => ({ ...r, items: readable(r.items) })),
+  unread: () => request<{ total: number; sessions: Record<string, number> }>("GET", "/api/activity/unread"),
+  markRead: (which: { ids: number[] } | { all: true } | { session_id: string }) =>
+    request<{ marked: number; unread: number }>("POST", "/api/activity/read", which),
   events: (sessionId: string, after: number, limit: number) =>
     request<{ events: StoredEvent[]; last_seq: number }>(
       "GET",

@@ -1,5 +1,6 @@
 // The profile's change feed (`GET /api/changes`, docs/API.md): which
-// sessions changed and whether the loops or the host's MCP servers did. It
+// sessions changed and whether the loops, the host's MCP servers or the
+// activity inbox did. It
 // carries no data; the views re-read what it names. Reconnects with backoff;
 // every (re)connect starts with `ready`, after which a view re-reads
 // everything it shows, so nothing that changed while the feed was down is
@@ -11,6 +12,7 @@ export interface ChangeMessage {
   all_sessions?: boolean;
   loops?: boolean;
   mcp?: boolean;
+  activity?: boolean;
 }
 
 export function changesUrl(): string {

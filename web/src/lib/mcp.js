@@ -45,11 +45,11 @@ export function mcpError(server) {
  * What a change-feed message asks the views to re-read. `ready` (a first
  * connect or a reconnect) asks for everything: changes made while the feed
  * was down were not announced.
- * @param {{type: string, sessions?: string[], all_sessions?: boolean, loops?: boolean, mcp?: boolean}} m
- * @returns {{sessions: boolean, loops: boolean, mcp: boolean}}
+ * @param {{type: string, sessions?: string[], all_sessions?: boolean, loops?: boolean, mcp?: boolean, activity?: boolean}} m
+ * @returns {{sessions: boolean, loops: boolean, mcp: boolean, activity: boolean}}
  */
 export function rereads(m) {
-  if (m.type === "ready") return { sessions: true, loops: true, mcp: true };
-  if (m.type !== "changed") return { sessions: false, loops: false, mcp: false };
-  return { sessions: !!(m.sessions?.length || m.all_sessions), loops: !!m.loops, mcp: !!m.mcp };
+  if (m.type === "ready") return { sessions: true, loops: true, mcp: true, activity: true };
+  if (m.type !== "changed") return { sessions: false, loops: false, mcp: false, activity: false };
+  return { sessions: !!(m.sessions?.length || m.all_sessions), loops: !!m.loops, mcp: !!m.mcp, activity: !!m.activity };
 }

@@ -3,21 +3,33 @@ import { api, type HostInfo, type SessionRow } from "./api";
 import { followChanges, throttle } from "./changes";
 import { fieldOfError } from "./lib/fields.js";
 import { rereads } from "./lib/mcp.js";
+import { pageTitle } from "./lib/activity.js";
+import { useAnnouncer, useNotifyChoice } from "./notify";
+import { Activity } from "./activity";
 import { Automation } from "./automation";
 import { Composer } from "./composer";
 import { Conversation, type CommandResult } from "./conversation";
 
-// The address names what is shown: #/s/SESSION_ID, #/automation (every
-// loop), #/automation?session=SESSION_ID (the loops of one session), or
+// The address names what is shown: #/s/SESSION_ID, #/s/SESSION_ID/SEQ (the
+// session scrolled to that event, highlighted), #/automation (every loop),
+// #/automation?session=SESSION_ID (the loops and reminders of one session),
+// #/automation?loop=LOOP_ID (every loop, that one shown), #/activity, or
 // nothing.
 function sessionFromHash(): string | null {
   const m = /^#\/s\/([^/?#]+)/.exec(location.hash);
   return m ? decodeURIComponent(m[1]) : null;
 }
-function automationFromHash(): { session: string | null } | null {
-  const m = /^#\/automation(?:\?session=([^&#]+))?$/.exec(location.hash);
-  return m ? { session: m[1] ? decodeURIComponent(m[1]) : null } : null;
+function seqFromHash(): number | null {
+  const m = /^#\/s\/[^/?#]+\/(\d+)$/.exec(location.hash);
+  return m ? Number(m[1]) : null;
 }
+function automationFromHash(): { session: string | null; loop: string | null } | null {
+  const m = /^#\/automation(?:\?(.*))?$/.exec(location.hash);
+  if (!m) return null;
+  const q = new URLSearchParams(m[1] ?? "");
+  return { session: q.get("session") || null, loop: q.get("loop") || null };
+}
+const activityFromHash = () => /^#\/activity$/.test(location.hash);
 
 function relative(iso?: string): string {
   if (!iso) return "";
@@ -38,6 +50,8 @@ export function App() {
   const [sessions, setSessions] = useState<SessionRow[]>([]);
   const [listError, setListError] = useState<string | null>(null);
   const [current, setCurrent] = useState<string | null>(sessionFromHash);
+  const [focusSeq, setFocusSeq] = useState<number | null>(seqFromHash);
+  const [activityOpen, setActivityOpen] = useState(activityFromHash);
   const [results, setResults] = useState<Record<string, CommandResult[]>>({});
   const [running, setRunning] = useState(false);
   const [lastSeq, setLastSeq] = useState(0);
@@ -51,6 +65,11 @@ export function App() {
   const [loopsVersion, setLoopsVersion] = useState(0);
   const [sessionsVersion, setSessionsVersion] = useState(0);
   const [mcpVersion, setMcpVersion] = useState(0);
+  const [activityVersion, setActivityVersion] = useState(0);
+  // Unread activity (issue 29): the total and per session.
+  const [unread, setUnread] = useState<{ total: number; sessions: Record<string, number> }>({ total: 0, sessions: {} });
+  const [notify, setNotify] = useNotifyChoice();
+  const [visible, setVisible] = useState(() => document.visibilityState === "visible");
   const [, setTick] = useState(0);  // re-renders the relative times
   const results_counter = useRef(0);
   const limitRef = useRef(limit);
@@ -75,6 +94,7 @@ export function App() {
     }, REFRESH_MS);
     const loopsLater = throttle(() => setLoopsVersion((v) => v + 1), REFRESH_MS);
     const mcpLater = throttle(() => setMcpVersion((v) => v + 1), REFRESH_MS);
+    const activityLater = throttle(() => setActivityVersion((v) => v + 1), REFRESH_MS);
     const stop = followChanges((m) => {
       const again = rereads(m);
       if (m.type === "ready") {  // everything, at once
@@ -84,25 +104,53 @@ export function App() {
         }
         if (again.loops) setLoopsVersion((v) => v + 1);
         if (again.mcp) setMcpVersion((v) => v + 1);
+        if (again.activity) setActivityVersion((v) => v + 1);
         return;
       }
       if (again.sessions) later();
       if (again.loops) loopsLater();
       if (again.mcp) mcpLater();
+      if (again.activity) activityLater();
     });
     const ticker = setInterval(() => setTick((t) => t + 1), 30_000);
     const onHash = () => {
       setCurrent(sessionFromHash());
+      setFocusSeq(seqFromHash());
       setAutomation(automationFromHash());
+      setActivityOpen(activityFromHash());
     };
+    const onVisibility = () => setVisible(document.visibilityState === "visible");
     addEventListener("hashchange", onHash);
+    document.addEventListener("visibilitychange", onVisibility);
     onHash();  // the address may have changed before this effect ran
     return () => {
       stop();
       clearInterval(ticker);
       removeEventListener("hashchange", onHash);
+      document.removeEventListener("visibilitychange", onVisibility);
     };
   }, []);
+  useEffect(() => {
+    let live = true;
+    api.unread().then((u) => live && setUnread(u)).catch(() => {});  // a host without the inbox: nothing unread
+    return () => {
+      live = false;
+    };
+  }, [activityVersion]);
+  useEffect(() => {
+    document.title = pageTitle(unread.total);
+  }, [unread.total]);
+  // Opening a session (and looking at it) marks its activity read.
+  const unreadHere = current ? unread.sessions[current] ?? 0 : 0;
+  useEffect(() => {
+    if (!current || unreadHere === 0 || !visible) return;
+    setUnread((u) => {
+      const { [current]: n = 0, ...rest } = u.sessions;
+      return { total: Math.max(0, u.total - n), sessions: rest };
+    });
+    api.markRead({ session_id: current }).catch(() => setActivityVersion((v) => v + 1));
+  }, [current, unreadHere, visible]);
+  useAnnouncer(notify, activityVersion);
   useEffect(() => void refresh(), [limit]);
   useEffect(() => {
     if (!current || zones[current]) return;
@@ -115,6 +163,7 @@ export function App() {
   };
 
   const globalId = host?.global_session_id ?? null;
+  const titles = new Map(sessions.map((s) => [s.session_id, s.title]));
   const globalRow = sessions.find((s) => s.session_id === globalId);
   const others = sessions.filter((s) => s.session_id !== globalId);
 
@@ -137,17 +186,24 @@ export function App() {
         <button type="button" class="new" onClick={() => setCreating(true)}>
           New session
         </button>
-        <a class={`nav-link${automation ? " current" : ""}`} href="#/automation" aria-current={automation ? "page" : undefined}
-           onClick={() => setNavOpen(false)}>
-          Automation
-        </a>
+        <div class="nav-links">
+          <a class={`nav-link${activityOpen ? " current" : ""}`} href="#/activity" aria-current={activityOpen ? "page" : undefined}
+             onClick={() => setNavOpen(false)}>
+            Activity
+            {unread.total > 0 && <> <span class="badge unread">{unread.total} unread</span></>}
+          </a>
+          <a class={`nav-link${automation ? " current" : ""}`} href="#/automation" aria-current={automation ? "page" : undefined}
+             onClick={() => setNavOpen(false)}>
+            Automation
+          </a>
+        </div>
         {listError && <p class="error-text" role="alert">{listError}</p>}
         <ul class="session-list">
           {globalRow && (
-            <SessionItem row={globalRow} current={current} pinned onOpen={open} />
+            <SessionItem row={globalRow} current={current} pinned unread={unread.sessions[globalRow.session_id] ?? 0} onOpen={open} />
           )}
           {others.map((s) => (
-            <SessionItem key={s.session_id} row={s} current={current} onOpen={open} />
+            <SessionItem key={s.session_id} row={s} current={current} unread={unread.sessions[s.session_id] ?? 0} onOpen={open} />
           ))}
         </ul>
         {sessions.length >= limit && (
@@ -157,10 +213,13 @@ export function App() {
         )}
       </nav>
       <main class="main">
-        {automation ? (
+        {activityOpen ? (
+          <Activity version={activityVersion} unread={unread.total} titles={titles} notify={notify} onNotify={setNotify} />
+        ) : automation ? (
           host && (
-            <Automation host={host} session={automation.session} loopsVersion={loopsVersion}
-                        sessionsVersion={sessionsVersion} mcpVersion={mcpVersion} onOpenSession={open} />
+            <Automation host={host} session={automation.session} loop={automation.loop} loopsVersion={loopsVersion}
+                        sessionsVersion={sessionsVersion} mcpVersion={mcpVersion} onOpenSession={open}
+                        sessionStatus={automation.session ? sessions.find((s) => s.session_id === automation.session)?.status : undefined} />
           )
         ) : current ? (
           <>
@@ -169,6 +228,8 @@ export function App() {
             <Conversation
               sessionId={current}
               sessionTimeZone={zones[current] ?? null}
+              focusSeq={focusSeq}
+              loopsVersion={loopsVersion}
               commandResults={results[current] ?? []}
               onOpenSession={open}
               onRunning={setRunning}
@@ -185,7 +246,9 @@ export function App() {
               }}
             />
             <Composer
+              host={host}
               sessionId={current}
+              sessionStatus={sessions.find((s) => s.session_id === current)?.status}
               sessions={sessions}
               running={running}
               seedDraft={seedDraft && seedDraft.id === current ? seedDraft.text : null}
@@ -226,8 +289,8 @@ export function App() {
   );
 }
 
-function SessionItem({ row, current, pinned, onOpen }: {
-  row: SessionRow; current: string | null; pinned?: boolean; onOpen: (id: string) => void;
+function SessionItem({ row, current, pinned, unread, onOpen }: {
+  row: SessionRow; current: string | null; pinned?: boolean; unread: number; onOpen: (id: string) => void;
 }) {
   const name = row.title || row.session_id;
   return (
@@ -239,6 +302,7 @@ function SessionItem({ row, current, pinned, onOpen }: {
           <span class={`dot ${row.status}`} aria-hidden="true" />
           <span class="status">{row.status}</span>
           <span class="when">{relative(row.updated_at)}</span>
+          {unread > 0 && <span class="badge unread">{unread} unread</span>}
         </span>
       </button>
     </li>

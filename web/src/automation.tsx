@@ -1,8 +1,10 @@
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
-import { api, clientTimeZone, type HostInfo, type LoopRun, type LoopView, type McpServerView } from "./api";
+import { api, clientTimeZone, type HostInfo, type LoopRun, type LoopView, type McpServerView, type Reminder, type SessionRow } from "./api";
+import { durationMs, itemHref, outcomeError, outcomeWords, tokenWords } from "./lib/activity.js";
 import { fieldOfError } from "./lib/fields.js";
-import { countdown, scheduleWords, targetWords, toSeconds, UNITS } from "./lib/loops.js";
+import { countdown, isFailing, scheduleWords, targetWords, toSeconds, UNITS } from "./lib/loops.js";
 import { mcpError, mcpSummary } from "./lib/mcp.js";
+import { isOverdue, OverdueNotice, useReminders } from "./reminders";
 import { useNow } from "./use_now";
 
 // The global automation panel (spec 000 §8.2, docs/UI.md): every loop of the
@@ -16,7 +18,7 @@ const PAGE = 100;  // rows rendered per "Show more", so a profile with 10,000 lo
 // English descriptions of cron rules, by "expr\ntz", shared by every row.
 const cronWords = new Map<string, string | Promise<void>>();
 
-function useCronDescription(expr: string | null, tz: string | undefined): string | undefined {
+export function useCronDescription(expr: string | null, tz: string | undefined): string | undefined {
   const key = expr === null ? "" : `${expr}\n${tz ?? ""}`;
   const known = cronWords.get(key);
   const [, setLoaded] = useState(0);
@@ -44,6 +46,10 @@ interface Props {
   host: HostInfo;
   // Loops targeting this session only, and "This session" as a target; null = every loop.
   session: string | null;
+  // The loop to show (a loop card's link): scrolled to and highlighted.
+  loop?: string | null;
+  // The status of `session`, for its overdue reminders.
+  sessionStatus?: SessionRow["status"];
   // Bumped when the change feed says the loops (or the sessions, or the MCP servers) changed.
   loopsVersion: number;
   sessionsVersion: number;
@@ -51,7 +57,7 @@ interface Props {
   onOpenSession: (id: string) => void;
 }
 
-export function Automation({ host, session, loopsVersion, sessionsVersion, mcpVersion, onOpenSession }: Props) {
+export function Automation({ host, session, loop, sessionStatus, loopsVersion, sessionsVersion, mcpVersion, onOpenSession }: Props) {
   const [loops, setLoops] = useState<LoopView[] | null>(null);
   const [error, setError] = useState<string | null>(null);
   const [notice, setNotice] = useState<string | null>(null);
@@ -73,6 +79,19 @@ export function Automation({ host, session, loopsVersion, sessionsVersion, mcpVe
   }, [sessionsVersion]);
 
   const titles = useMemo(() => new Map(sessions.map((s) => [s.session_id, s.title])), [sessions]);
+
+  // A loop card's link: show that loop's row once it is there.
+  const body = useRef<HTMLDivElement>(null);
+  const shownLoop = useRef<string | null>(null);
+  const [finishedLoaded, setFinishedLoaded] = useState(0);
+  useEffect(() => {
+    if (!loop || shownLoop.current === loop) return;
+    const el = body.current?.querySelector<HTMLElement>(`[data-loop="${CSS.escape(loop)}"]`);
+    if (!el) return;
+    shownLoop.current = loop;
+    el.scrollIntoView({ block: "center" });
+    el.focus({ preventScroll: true });
+  }, [loop, loops, finishedLoaded]);
 
   const remove = async (loop: LoopView) => {
     if (!confirm(`Delete the loop "${preview(loop.prompt, 60)}"? It will not run again.`)) return;
@@ -104,8 +123,9 @@ export function Automation({ host, session, loopsVersion, sessionsVersion, mcpVe
           )}
         </span>
       </header>
-      <div class="automation-body">
+      <div class="automation-body" ref={body}>
         <McpServers initial={host.mcp_servers ?? []} version={mcpVersion} />
+        {session && <Reminders host={host} session={session} status={sessionStatus} version={loopsVersion + sessionsVersion} now={now} />}
         <LoopForm host={host} session={session} sessions={sessions} onCreated={(l) => {
           setNotice(`Created the loop "${preview(l.prompt, 60)}".`);
           void reload();
@@ -122,7 +142,7 @@ export function Automation({ host, session, loopsVersion, sessionsVersion, mcpVe
             <ul class="loops" aria-label="Loops">
               {loops.slice(0, shown).map((l) => (
                 <LoopRow key={l.loop_id} loop={l} now={now} titles={titles} globalId={host.global_session_id}
-                         onDelete={remove} onOpenSession={onOpenSession} />
+                         onDelete={remove} onOpenSession={onOpenSession} highlighted={l.loop_id === loop} />
               ))}
             </ul>
             {loops.length > shown && (
@@ -131,6 +151,10 @@ export function Automation({ host, session, loopsVersion, sessionsVersion, mcpVe
               </button>
             )}
           </>
+        )}
+        {!session && (
+          <Finished version={loopsVersion} titles={titles} globalId={host.global_session_id} highlight={loop ?? null}
+                    onLoaded={() => setFinishedLoaded((n) => n + 1)} onOpenSession={onOpenSession} />
         )}
       </div>
     </section>
@@ -208,24 +232,33 @@ function preview(text: string, n: number): string {
   return one.length > n ? one.slice(0, n - 1) + "…" : one;
 }
 
-function LoopRow({ loop, now, titles, globalId, onDelete, onOpenSession }: {
+function LoopRow({ loop, now, titles, globalId, onDelete, onOpenSession, highlighted, finished }: {
   loop: LoopView;
   now: number;
   titles: Map<string, string | undefined>;
   globalId: string | null;
-  onDelete: (l: LoopView) => void;
+  onDelete?: (l: LoopView) => void;
   onOpenSession: (id: string) => void;
+  highlighted?: boolean;
+  finished?: boolean;  // a completed `after` loop: its history, nothing to delete
 }) {
   const s = loop.schedule;
   const description = useCronDescription(s.kind === "cron" ? s.expr : null, s.kind === "cron" ? s.tz : undefined);
   const [history, setHistory] = useState(false);
   const target = loop.session_id;
   const targetId = target === "self" ? globalId : target === "new" ? null : target;
+  const failing = isFailing(loop);
   return (
-    <li class={`loop state-${loop.state}`} data-loop={loop.loop_id}>
+    <li class={`loop state-${loop.state}${failing ? " failing" : ""}${highlighted ? " focused" : ""}`} data-loop={loop.loop_id}
+        tabIndex={highlighted ? -1 : undefined}>
       <div class="loop-head">
         <span class="loop-prompt" title={loop.prompt}>{preview(loop.prompt, 120)}</span>
-        <span class={`state ${loop.state}`}>{loop.state}</span>
+        <span class="loop-badges">
+          {failing && (
+            <span class="state failing" title="Its last run failed: the delivery, or the turn it started">failing</span>
+          )}
+          <span class={`state ${loop.state}`}>{loop.state}</span>
+        </span>
       </div>
       <dl class="loop-facts">
         <dt>Schedule</dt>
@@ -240,8 +273,8 @@ function LoopRow({ loop, now, titles, globalId, onDelete, onOpenSession }: {
             targetWords(target, titles)
           )}
         </dd>
-        <dt>Next run</dt>
-        <dd>
+        {!finished && <dt>Next run</dt>}
+        {!finished && <dd>
           {loop.next_at !== undefined ? (
             <>
               <time dateTime={new Date(loop.next_at).toISOString()}>{localTime(loop.next_at)}</time>{" "}
@@ -250,11 +283,10 @@ function LoopRow({ loop, now, titles, globalId, onDelete, onOpenSession }: {
           ) : (
             "—"
           )}
-        </dd>
+        </dd>}
         <dt>Last run</dt>
         <dd>
-          {loop.last_run_at !== undefined ? `${localTime(loop.last_run_at)}, ${loop.last_result ?? ""}` : "never"}
-          {loop.last_error && <span class="error-text"> — {loop.last_error}</span>}
+          {loop.last_run_at !== undefined ? <LastRun loop={loop} /> : "never"}
         </dd>
       </dl>
       <div class="loop-actions">
@@ -262,10 +294,12 @@ function LoopRow({ loop, now, titles, globalId, onDelete, onOpenSession }: {
                 aria-label={`Run history of "${preview(loop.prompt, 40)}"`}>
           Run history
         </button>
-        <button type="button" class="secondary danger" onClick={() => onDelete(loop)}
-                aria-label={`Delete "${preview(loop.prompt, 40)}"`}>
-          Delete
-        </button>
+        {onDelete && (
+          <button type="button" class="secondary danger" onClick={() => onDelete(loop)}
+                  aria-label={`Delete "${preview(loop.prompt, 40)}"`}>
+            Delete
+          </button>
+        )}
       </div>
       {history && <RunHistory loopId={loop.loop_id} titles={titles} onOpenSession={onOpenSession} />}
     </li>
@@ -304,34 +338,44 @@ function RunHistory({ loopId, titles, onOpenSession }: {
         <thead>
           <tr>
             <th scope="col">Scheduled for</th>
-            <th scope="col">Claimed</th>
             <th scope="col">Delivered</th>
             <th scope="col">Session</th>
-            <th scope="col">Result</th>
+            <th scope="col">Delivery</th>
+            <th scope="col">Outcome</th>
+            <th scope="col">Duration</th>
+            <th scope="col">Tokens</th>
             <th scope="col">Skipped</th>
           </tr>
         </thead>
         <tbody>
-          {runs.map((r) => (
-            <tr key={r.nominal_at}>
-              <td>{localTime(r.nominal_at)}</td>
-              <td>{r.claimed_at ? localTime(r.claimed_at) : "—"}</td>
-              <td>{r.delivered_at ? localTime(r.delivered_at) : "—"}</td>
-              <td>
-                {r.target_session_id ? (
-                  <button type="button" class="link" onClick={() => onOpenSession(r.target_session_id!)}>
-                    {titles.get(r.target_session_id) || r.target_session_id}
-                  </button>
-                ) : "—"}
-              </td>
-              <td>
-                {r.result ?? "—"}
-                {r.error && <span class="error-text"> — {r.error}</span>}
-                {r.note && <span class="muted"> ({r.note})</span>}
-              </td>
-              <td>{r.skipped ? `${r.skipped}${r.skipped_capped ? "+" : ""}` : "0"}</td>
-            </tr>
-          ))}
+          {runs.map((r) => {
+            const session = r.outcome?.session_id ?? r.target_session_id;
+            const href = session ? itemHref({ session_id: session, seq: r.outcome?.seq }) : null;
+            const outcome = r.outcome ? outcomeWords(r.outcome) : null;
+            return (
+              <tr key={r.nominal_at} class={outcome?.tone === "bad" ? "failed" : undefined}>
+                <td title={r.claimed_at ? `Claimed ${localTime(r.claimed_at)}` : undefined}>{localTime(r.nominal_at)}</td>
+                <td>{r.delivered_at ? localTime(r.delivered_at) : "—"}</td>
+                <td>
+                  {session && href ? (
+                    <a href={href} title="Open the session at this run">{titles.get(session) || session}</a>
+                  ) : "—"}
+                </td>
+                <td>
+                  {r.result ?? "—"}
+                  {r.error && <span class="error-text"> — {r.error}</span>}
+                  {r.note && <span class="muted"> ({r.note})</span>}
+                </td>
+                <td class="run-outcome">
+                  {outcome ? <span class={`outcome ${outcome.tone}`}>{outcome.text}</span> : "—"}
+                  {r.outcome?.error && <span class="error-text"> — {outcomeError(r.outcome)}</span>}
+                </td>
+                <td>{durationMs(r.outcome?.duration_ms) || "—"}</td>
+                <td>{tokenWords(r.outcome?.tokens) || "—"}</td>
+                <td>{r.skipped ? `${r.skipped}${r.skipped_capped ? "+" : ""}` : "0"}</td>
+              </tr>
+            );
+          })}
         </tbody>
       </table>
       {next !== undefined && (
@@ -340,6 +384,187 @@ function RunHistory({ loopId, titles, onOpenSession }: {
         </button>
       )}
     </div>
+  );
+}
+
+// The last run of a loop: when, and how it ended — the delivery and, on a
+// host that records it, the turn it started (a failing loop says so in red).
+function LastRun({ loop }: { loop: LoopView }) {
+  const o = loop.last_outcome;
+  const words = o ? outcomeWords(o) : null;
+  const href = o?.session_id ? itemHref({ session_id: o.session_id, seq: o.seq }) : null;
+  return (
+    <>
+      {localTime(loop.last_run_at!)}
+      {", "}
+      {words && o?.status !== "none" ? (
+        <>
+          <span class={loop.last_result === "failed" ? "error-text" : undefined}>{loop.last_result ?? ""}</span>
+          {" · turn "}
+          <span class={`outcome ${words.tone}`}>{words.text}</span>
+        </>
+      ) : (
+        <span class={loop.last_result === "failed" ? "error-text" : undefined}>{words?.text ?? loop.last_result ?? ""}</span>
+      )}
+      {o?.error ? (
+        <span class="error-text"> — {outcomeError(o)}</span>
+      ) : (
+        loop.last_error && <span class="error-text"> — {loop.last_error}</span>
+      )}
+      {href && (
+        <>
+          {" · "}
+          <a href={href}>show in the session</a>
+        </>
+      )}
+    </>
+  );
+}
+
+// Completed `after` loops, newest first, a page at a time (issue 29): each
+// with its run history. Nothing on a host that does not list them.
+const FINISHED_PAGE = 20;
+
+function Finished({ version, titles, globalId, highlight, onLoaded, onOpenSession }: {
+  version: number;
+  titles: Map<string, string | undefined>;
+  globalId: string | null;
+  highlight: string | null;
+  onLoaded: () => void;
+  onOpenSession: (id: string) => void;
+}) {
+  const [loops, setLoops] = useState<LoopView[] | null>(null);
+  const [next, setNext] = useState<string | number | undefined>(undefined);
+  const [unsupported, setUnsupported] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const asked = useRef(0);
+  const now = useNow(60_000);
+  // Re-read as many as are shown, so that older pages stay and nothing repeats.
+  const shown = useRef(FINISHED_PAGE);
+  shown.current = Math.max(FINISHED_PAGE, loops?.length ?? 0);
+  useEffect(() => {
+    const mine = ++asked.current;
+    api
+      .finishedLoops(Math.min(shown.current, 1000))
+      .then((page) => {
+        if (mine !== asked.current) return;
+        setLoops(page.loops);
+        setNext(page.next);
+        setError(null);
+        onLoaded();
+      })
+      .catch((e: any) => {
+        if (mine !== asked.current) return;
+        if (e?.code === "invalid_arguments") setUnsupported(true);  // an older host: no `finished`
+        else setError(e?.message ?? String(e));
+      });
+  }, [version]);
+  const older = async () => {
+    if (next === undefined) return;
+    try {
+      const page = await api.finishedLoops(FINISHED_PAGE, next);
+      setLoops((held) => {
+        const ids = new Set((held ?? []).map((l) => l.loop_id));
+        return (held ?? []).concat(page.loops.filter((l) => !ids.has(l.loop_id)));
+      });
+      setNext(page.next);
+      onLoaded();
+    } catch (e: any) {
+      setError(e?.message ?? String(e));
+    }
+  };
+  if (unsupported) return null;
+  return (
+    <section class="finished" aria-labelledby="finished-title">
+      <h2 id="finished-title" class="loops-count">Finished</h2>
+      {error && <p class="error-text" role="alert">Could not read the finished loops: {error}</p>}
+      {loops === null ? (
+        !error && <p class="muted">Loading…</p>
+      ) : loops.length === 0 ? (
+        <p class="muted">No loop has finished yet: a loop that runs once (after a delay) is listed here when it has run.</p>
+      ) : (
+        <ul class="loops" aria-label="Finished loops">
+          {loops.map((l) => (
+            <LoopRow key={l.loop_id} loop={l} now={now} titles={titles} globalId={globalId} finished
+                     highlighted={l.loop_id === highlight} onOpenSession={onOpenSession} />
+          ))}
+        </ul>
+      )}
+      {next !== undefined && loops && loops.length > 0 && (
+        <button type="button" class="secondary more" onClick={() => void older()}>
+          Older finished loops
+        </button>
+      )}
+    </section>
+  );
+}
+
+// The open session's session-local reminders (docs/REMINDERS.md) in its
+// Manage view, each with Delete; nothing on a host without reminders.
+function Reminders({ host, session, status, version, now }: {
+  host: HostInfo;
+  session: string;
+  status?: SessionRow["status"];
+  version: number;
+  now: number;
+}) {
+  const [bump, setBump] = useState(0);
+  const reminders = useReminders(host, session, version + bump);
+  const [notice, setNotice] = useState<string | null>(null);
+  if (reminders === null) return null;
+  const remove = async (r: Reminder) => {
+    if (!confirm(`Delete the reminder "${preview(r.prompt, 60)}"? It will not fire.`)) return;
+    try {
+      const done = await api.deleteReminder(session, r.id);
+      setNotice(done.deleted ? `Deleted the reminder "${preview(r.prompt, 60)}".` : "That reminder had already fired or was deleted.");
+    } catch (e: any) {
+      setNotice(`Could not delete the reminder: ${e?.message ?? e}`);
+    }
+    setBump((n) => n + 1);
+  };
+  const overdue = reminders.filter((r) => isOverdue(r, now)).length;
+  return (
+    <section class="reminders" aria-labelledby="reminders-title">
+      <h2 id="reminders-title" class="loops-count">
+        {reminders.length === 1 ? "1 reminder" : `${reminders.length} reminders`}{" "}
+        <span class="tag" title="Delivered in this session only, while it is live in a host">session-local</span>
+      </h2>
+      <div class="status-line" role="status" aria-live="polite">{notice}</div>
+      {overdue > 0 && <p><OverdueNotice sessionId={session} status={status} count={overdue} /></p>}
+      {reminders.length === 0 ? (
+        <p class="muted">No reminders in this session: ask its agent to remind you of something.</p>
+      ) : (
+        <ul class="loops" aria-label="Reminders">
+          {reminders.map((r) => {
+            const at = Date.parse(r.scheduled_at);
+            const late = isOverdue(r, now);
+            return (
+              <li key={r.id} class={`loop reminder${late ? " state-overdue" : ""}`} data-reminder={r.id}>
+                <div class="loop-head">
+                  <span class="loop-prompt" title={r.prompt}>{preview(r.prompt, 120)}</span>
+                  <span class={`state ${late ? "overdue" : "scheduled"}`}>{late ? "overdue" : "scheduled"}</span>
+                </div>
+                <dl class="loop-facts">
+                  <dt>Due</dt>
+                  <dd>
+                    <time dateTime={r.scheduled_at}>{localTime(at)}</time>{" "}
+                    <span class="countdown">({countdown(at, now)})</span>
+                  </dd>
+                  <dt>Id</dt>
+                  <dd class="mono">{r.id}</dd>
+                </dl>
+                <div class="loop-actions">
+                  <button type="button" class="secondary danger" onClick={() => void remove(r)}
+                          aria-label={`Delete the reminder "${preview(r.prompt, 40)}"`}>
+                    Delete
+                  </button>
+                </div>
+              </li>
+            );
+          })}
+        </ul>
+      )}
+    </section>
   );
 }
 

@@ -1,10 +1,12 @@
 import { useEffect, useRef, useState } from "preact/hooks";
-import type { SessionRow } from "./api";
+import type { HostInfo, SessionRow } from "./api";
 import { LoopStatus } from "./loop_status";
 import { applyCompletion, commandMenu, completeSessionsRead, isCommand } from "./lib/commands.js";
 
 interface Props {
+  host: HostInfo | null;
   sessionId: string;
+  sessionStatus?: SessionRow["status"];
   sessions: SessionRow[];
   running: boolean;
   seedDraft: string | null;  // a draft to start with (a fork's message)
@@ -25,7 +27,7 @@ interface Popup {
 // sends as follow-up, Stop cancels a running turn. Text starting with "/" is
 // a slash command (run locally through POST /api/commands). The draft is
 // kept per session across reloads.
-export function Composer({ sessionId, sessions, running, seedDraft, onSend, onCommand, onStop, loopsVersion }: Props) {
+export function Composer({ host, sessionId, sessionStatus, sessions, running, seedDraft, onSend, onCommand, onStop, loopsVersion }: Props) {
   const [draft, setDraft] = useState(() => localStorage.getItem(draftKey(sessionId)) ?? "");
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | null>(null);
@@ -154,7 +156,7 @@ export function Composer({ sessionId, sessions, running, seedDraft, onSend, onCo
         onKeyDown={onKeyDown}
       />
       <div class="composer-actions">
-        <LoopStatus sessionId={sessionId} version={loopsVersion} />
+        <LoopStatus host={host} sessionId={sessionId} sessionStatus={sessionStatus} version={loopsVersion} />
         {error && <span class="error-text" role="alert">{error}</span>}
         {running && (
           <button type="button" class="secondary" onClick={onStop}>

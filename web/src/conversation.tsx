@@ -1,9 +1,12 @@
 import MarkdownIt from "markdown-it";
 import { useEffect, useLayoutEffect, useMemo, useRef, useState } from "preact/hooks";
-import { api, streamUrl, type StoredEvent } from "./api";
+import { api, streamUrl, type LoopView, type StoredEvent } from "./api";
+import { useCronDescription } from "./automation";
+import { scheduleWords } from "./lib/loops.js";
 import {
   addDelta,
   appendEvents,
+  blockOfSeq,
   blocksOf,
   emptyConversation,
   endsPending,
@@ -30,6 +33,11 @@ interface Props {
   // The session's own zone (its header's `time_zone`), when the caller knows
   // it: reminder receipts then show their time in it as well as the viewer's.
   sessionTimeZone?: string | null;
+  // The event to show (the address #/s/ID/SEQ): its page is loaded, it is
+  // scrolled to and highlighted.
+  focusSeq?: number | null;
+  // Bumped when the loops changed: the loop cards re-read their schedules.
+  loopsVersion?: number;
   commandResults: CommandResult[];
   onFork: (seq: number, text: string) => void;
   onOpenSession: (id: string) => void;
@@ -46,6 +54,8 @@ type Conn = "connecting" | "live" | "reconnecting";
 export function Conversation({
   sessionId,
   sessionTimeZone,
+  focusSeq = null,
+  loopsVersion = 0,
   commandResults,
   onFork,
   onOpenSession,
@@ -129,6 +139,7 @@ export function Conversation({
   }, [conv.gap, sessionId]);
 
   const blocks = useMemo(() => blocksOf(conv.events), [conv.events]);
+  const loops = useLoopIndex(blocks.some((b) => b.kind === "loop"), loopsVersion);
   const running = blocks.length > 0 && blocks[blocks.length - 1].kind === "running";
   // Before the browser paints: the composer's Stop must go in the same frame
   // as the block that ends the turn, never a frame later.
@@ -139,6 +150,44 @@ export function Conversation({
     const el = scroller.current;
     if (el && stick.current) el.scrollTop = el.scrollHeight;
   }, [blocks, commandResults]);
+
+  // #/s/ID/SEQ: read back to the event when it is older than the window,
+  // then scroll to its block (once per address) and highlight it.
+  const focusBlock = focusSeq === null || loading ? null : blockOfSeq(blocks, focusSeq);
+  const scrolledTo = useRef<string | null>(null);
+  const reading = useRef(false);
+  useEffect(() => {
+    if (focusSeq === null || loading || error) return;
+    const c = convRef.current;
+    if (focusSeq <= c.firstSeq && !reading.current) {
+      reading.current = true;
+      void readBackTo(Math.max(0, focusSeq - 10)).finally(() => (reading.current = false));
+      return;
+    }
+    const key = `${sessionId}/${focusSeq}`;
+    if (!focusBlock || scrolledTo.current === key) return;
+    const el = scroller.current?.querySelector<HTMLElement>(`[data-key="${focusBlock.key}"]`);
+    if (!el) return;
+    scrolledTo.current = key;
+    stick.current = false;
+    el.scrollIntoView({ block: "center" });
+    el.focus({ preventScroll: true });
+  }, [focusSeq, loading, error, focusBlock?.key, conv.firstSeq]);
+  useEffect(() => {
+    scrolledTo.current = null;
+  }, [sessionId, focusSeq]);
+
+  // Prepends every event after `from` that the window does not hold yet.
+  const readBackTo = async (from: number) => {
+    let first = convRef.current.firstSeq;
+    while (first > from) {
+      const start = Math.max(from, first - 1000);
+      const page = await api.events(sessionId, start, first - start);
+      setConv((cur) => prependEvents(cur, page.events, start));
+      convRef.current = prependEvents(convRef.current, page.events, start);
+      first = start;
+    }
+  };
 
   const loadOlder = async () => {
     const c = convRef.current;
@@ -170,7 +219,10 @@ export function Conversation({
   };
   for (const b of blocks) {
     flushResults(b.seq - 1);
-    items.push(<BlockView key={b.key} block={b} onFork={onFork} sessionTimeZone={sessionTimeZone ?? null} />);
+    items.push(
+      <BlockView key={b.key} block={b} onFork={onFork} sessionTimeZone={sessionTimeZone ?? null} loops={loops}
+                 focused={focusBlock?.key === b.key} />,
+    );
   }
   flushResults(Number.MAX_SAFE_INTEGER);
   if (pending.reasoning || pending.text) {
@@ -209,12 +261,21 @@ export function Conversation({
 
 type Block = ReturnType<typeof blocksOf>[number];
 
-function BlockView({ block, onFork, sessionTimeZone }: { block: Block; onFork: Props["onFork"]; sessionTimeZone: string | null }) {
+function BlockView({ block, onFork, sessionTimeZone, loops, focused }: {
+  block: Block;
+  onFork: Props["onFork"];
+  sessionTimeZone: string | null;
+  loops: Map<string, LoopView>;
+  focused: boolean;
+}) {
+  // The event the address names: highlighted, and focusable to move focus to.
+  const f = focused ? " focused" : "";
+  const mark = { "data-key": block.key, tabIndex: focused ? -1 : undefined };
   switch (block.kind) {
     case "user": {
       const origin = block.meta?.origin;
       return (
-        <li class="block user" data-seq={block.seq}>
+        <li class={`block user${f}`} data-seq={block.seq} {...mark}>
           <div class="who">
             You{origin && origin !== "api" ? <span class="tag">{origin}</span> : null}
             {block.mode === "followup" ? <span class="tag">follow-up</span> : null}
@@ -229,14 +290,14 @@ function BlockView({ block, onFork, sessionTimeZone }: { block: Block; onFork: P
     }
     case "assistant":
       return (
-        <li class="block assistant" data-seq={block.seq}>
+        <li class={`block assistant${f}`} data-seq={block.seq} {...mark}>
           <div class="who">Assistant</div>
           <div class="text markdown" dangerouslySetInnerHTML={{ __html: markdown.render(block.text) }} />
         </li>
       );
     case "reasoning":
       return (
-        <li class="block reasoning" data-seq={block.seq}>
+        <li class={`block reasoning${f}`} data-seq={block.seq} {...mark}>
           <details>
             <summary>Reasoning</summary>
             <div class="text plain">{block.text}</div>
@@ -245,7 +306,7 @@ function BlockView({ block, onFork, sessionTimeZone }: { block: Block; onFork: P
       );
     case "tool":
       return (
-        <li class="block tool" data-seq={block.seq}>
+        <li class={`block tool${f}`} data-seq={block.seq} {...mark}>
           <details>
             <summary>
               Tool <code>{block.name}</code>
@@ -264,18 +325,20 @@ function BlockView({ block, onFork, sessionTimeZone }: { block: Block; onFork: P
     case "error":
       if (block.code === "cancelled") {
         return (
-          <li class="block turn-note" data-seq={block.seq}>
+          <li class={`block turn-note${f}`} data-seq={block.seq} {...mark}>
             You stopped this turn.
           </li>
         );
       }
       return (
-        <li class="block turn-error" data-seq={block.seq} role="alert">
+        <li class={`block turn-error${f}`} data-seq={block.seq} {...mark} role="alert">
           The turn ended with an error: {block.message || block.code} <code>{block.code}</code>
         </li>
       );
     case "receipt":
-      return <ReceiptCard block={block} sessionTimeZone={sessionTimeZone} />;
+      return <ReceiptCard block={block} sessionTimeZone={sessionTimeZone} focused={focused} />;
+    case "loop":
+      return <LoopCard block={block} loop={loops.get(block.loopId)} focused={focused} />;
     case "running":
       return (
         <li class="block running" aria-live="polite">
@@ -287,11 +350,18 @@ function BlockView({ block, onFork, sessionTimeZone }: { block: Block; onFork: P
 
 // The receipt of a delivered reminder (docs/REMINDERS.md): its follow-up was
 // queued for this session. It is history, not an active reminder, and stays
-// whatever the turn that follows does.
-function ReceiptCard({ block, sessionTimeZone }: { block: Extract<Block, { kind: "receipt" }>; sessionTimeZone: string | null }) {
+// whatever the turn that follows does. The follow-up message itself is part
+// of this card (one card per reminder), not a message of the person.
+function ReceiptCard({ block, sessionTimeZone, focused }: {
+  block: Extract<Block, { kind: "receipt" }>;
+  sessionTimeZone: string | null;
+  focused: boolean;
+}) {
   const titleId = `receipt-${block.key}`;
   return (
-    <li class="block receipt" data-seq={block.seq} data-testid="reminder-receipt" aria-labelledby={titleId}>
+    <li class={`block receipt${focused ? " focused" : ""}`} data-seq={block.seq} data-key={block.key}
+        data-follow-seq={block.followUpSeq ?? undefined} tabIndex={focused ? -1 : undefined} data-testid="reminder-receipt">
+      <article aria-labelledby={titleId}>
       <div class="who" id={titleId}>
         Reminder{" "}
         <span class="tag" title="Delivered in this session only, while it is live in a host; no other notification">
@@ -323,8 +393,61 @@ function ReceiptCard({ block, sessionTimeZone }: { block: Extract<Block, { kind:
           </div>
         </>
       )}
+      </article>
     </li>
   );
+}
+
+// A loop's delivery (docs/LOOPS.md): the loop's prompt as text — never its
+// `<loop>` frame, which is what the model reads — its schedule in words and
+// a link to the loop in the automation panel.
+function LoopCard({ block, loop, focused }: { block: Extract<Block, { kind: "loop" }>; loop?: LoopView; focused: boolean }) {
+  const titleId = `loop-${block.key}`;
+  const s = loop?.schedule;
+  const cron = useCronDescription(s?.kind === "cron" ? s.expr : null, s?.kind === "cron" ? s.tz : undefined);
+  const when = block.nominalAt ?? block.at;
+  return (
+    <li class={`block loop-run${focused ? " focused" : ""}`} data-seq={block.seq} data-key={block.key}
+        tabIndex={focused ? -1 : undefined} data-testid="loop-card">
+      <article aria-labelledby={titleId}>
+        <div class="who" id={titleId}>
+          Loop run{" "}
+          <span class="tag">{s ? scheduleWords(s, cron) : <span class="mono">{block.loopId}</span>}</span>
+        </div>
+        <div class="text plain loop-card-prompt">{block.prompt}</div>
+        <div class="loop-card-meta muted">
+          <time dateTime={new Date(when).toISOString()} title={new Date(when).toLocaleString()}>
+            {new Date(when).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" })}
+          </time>
+          {" · "}
+          <a href={`#/automation?loop=${encodeURIComponent(block.loopId)}`}>
+            {loop ? "Open the loop in Automation" : "Find the loop in Automation"}
+          </a>
+        </div>
+      </article>
+    </li>
+  );
+}
+
+// The loops the cards of this conversation name, by id: active ones and
+// the latest finished ones; read only when the conversation has a loop card,
+// again when the loops change.
+function useLoopIndex(needed: boolean, version: number): Map<string, LoopView> {
+  const [loops, setLoops] = useState<Map<string, LoopView>>(() => new Map());
+  useEffect(() => {
+    if (!needed) return;
+    let live = true;
+    Promise.all([
+      api.loops("global").catch(() => [] as LoopView[]),
+      api.finishedLoops(100).then((p) => p.loops).catch(() => [] as LoopView[]),
+    ]).then(([active, finished]) => {
+      if (live) setLoops(new Map([...finished, ...active].map((l) => [l.loop_id, l])));
+    });
+    return () => {
+      live = false;
+    };
+  }, [needed, version]);
+  return loops;
 }
 
 const viewerTimeZone: string = (() => {

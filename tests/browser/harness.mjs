@@ -52,28 +52,72 @@ export class HoldingModel {
   }
 }
 
+// A Chat Completions server on loopback with a script: while `fail` is set it
+// answers every call with HTTP 500 (and `Retry-After: 0`, so the adapter's
+// retries take no time); otherwise it streams `reply` and reports token
+// usage, as an OpenAI-compatible server does with `include_usage`.
+export class ScriptedModel {
+  static async start() {
+    const model = new ScriptedModel();
+    model.fail = false;
+    model.reply = "All good.";
+    model.calls = 0;
+    model.server = createHttpServer((req, res) => {
+      req.resume();
+      req.on("end", () => {
+        model.calls++;
+        if (model.fail) {
+          res.writeHead(500, { "Content-Type": "application/json", "Retry-After": "0" });
+          res.end(JSON.stringify({ error: { message: "the test model server is down", type: "server_error" } }));
+          return;
+        }
+        res.writeHead(200, { "Content-Type": "text/event-stream" });
+        const send = (o) => res.write(`data: ${JSON.stringify(o)}\n\n`);
+        send({ choices: [{ index: 0, delta: { role: "assistant", content: model.reply } }] });
+        send({ choices: [{ index: 0, delta: {}, finish_reason: "stop" }] });
+        send({ choices: [], usage: { prompt_tokens: 1200, completion_tokens: 35, total_tokens: 1235 } });
+        res.end("data: [DONE]\n\n");
+      });
+    });
+    await new Promise((ok) => model.server.listen(0, "127.0.0.1", ok));
+    model.url = `http://127.0.0.1:${model.server.address().port}/v1`;
+    return model;
+  }
+  // The environment of a `dsh web` whose default model is this server.
+  env() {
+    return { DSH_MODEL: "openai/test-model", OPENAI_BASE_URL: this.url, OPENAI_API_KEY: "x" };
+  }
+  close() {
+    this.server.closeAllConnections();
+    this.server.close();
+  }
+}
+
 export class Host {
-  constructor(home, port) {
+  constructor(home, port, options = {}) {
     this.home = home;
     this.port = port;
     this.url = `http://127.0.0.1:${port}`;
+    this.options = options;
   }
 
-  // A host on a fresh profile. `config`: the profile's dsh.yml, if any.
-  static async start(config) {
+  // A host on a fresh profile. `config`: the profile's dsh.yml, if any;
+  // `options.env`: more environment; `options.args`: more `dsh web` flags.
+  static async start(config, options = {}) {
     const home = mkdtempSync(join(tmpdir(), "dsh-browser-"));
     if (config) {
       mkdirSync(join(home, "profile"));
       writeFileSync(join(home, "profile", "dsh.yml"), config);
     }
-    const host = new Host(home, await freePort());
+    const host = new Host(home, await freePort(), options);
     await host.run();
     return host;
   }
 
   async run() {
-    this.proc = spawn(binary, ["web", "--home", join(this.home, "profile"), "--port", String(this.port)], {
-      env: { ...process.env, DSH_TOKEN: token },
+    const args = ["web", "--home", join(this.home, "profile"), "--port", String(this.port), ...(this.options.args ?? [])];
+    this.proc = spawn(binary, args, {
+      env: { ...process.env, ...(this.options.env ?? {}), DSH_TOKEN: token },
       stdio: ["ignore", "pipe", "pipe"],
     });
     this.stderr = "";

@@ -60,6 +60,7 @@ async function open(hash, viewport = desktop) {
   await page.goto(host.url + "/" + hash);
   return page;
 }
+const filterButton = (page, name) => page.getByRole("group", { name: "Show" }).getByRole("button", { name, exact: true });
 const sidebar = (page) => page.getByRole("navigation", { name: "Sessions" });
 
 let newLoop;  // the `after` loop of the first test, delivered to a fresh session
@@ -84,7 +85,7 @@ describe("loop deliveries", () => {
     assert.match(text, /once, after 1 s/, "the schedule in words (a finished loop)");
     assert.doesNotMatch(text, /<loop>|&lt;/);
     assert.equal(await page.locator(".block.user").count(), 0, "not a message of the person");
-    await page.getByText("All good.").waitFor();
+    await page.locator(".block.assistant", { hasText: "All good." }).first().waitFor();
     // No view shows the frame as a title.
     const row = sidebar(page).locator(`[data-session="${sid}"]`);
     await row.waitFor();
@@ -148,17 +149,30 @@ describe("loop deliveries", () => {
 
 describe("the activity inbox", () => {
   test("lists what ran with its outcome, filters it, counts unread in the sidebar and the title, and opens the exact event", async () => {
-    const u = await until(async () => {
-      const x = await unread();
-      return x.total >= 2 ? x : null;
-    }, "unread activity");
+    // Runs nobody has looked at: one completed (in `other`), two whose turn failed (in `sid`).
+    const sid = await newSession();
+    await say(sid, "hello");
+    const other = await newSession();
+    await say(other, "hello");
+    const good = await host.tool("loop_create", { prompt: "summarise the day", schedule: { kind: "after", after_seconds: 1 }, session_id: other });
+    await endedRun(good.loop_id);
+    model.fail = true;
+    try {
+      for (const prompt of ["check the backups", "rotate the logs"]) {
+        const bad = await host.tool("loop_create", { prompt, schedule: { kind: "after", after_seconds: 1 }, session_id: sid });
+        await endedRun(bad.loop_id);
+      }
+    } finally {
+      model.fail = false;
+    }
+    const u = await unread();
+    assert.ok(u.sessions[sid] >= 2 && u.sessions[other] >= 1, JSON.stringify(u));
     const page = await open("");
     const link = sidebar(page).getByRole("link", { name: /^Activity/ });
     await page.waitForFunction((n) => document.title === `(${n}) dsh`, u.total);
     assert.match(await link.innerText(), new RegExp(`${u.total} unread`));
-    const [busy] = Object.entries(u.sessions).sort((a, b) => b[1] - a[1]);
-    const badge = sidebar(page).locator(`[data-session="${busy[0]}"] .badge.unread`);
-    assert.equal(await badge.innerText(), `${busy[1]} unread`);
+    const badge = sidebar(page).locator(`[data-session="${sid}"] .badge.unread`);
+    assert.equal(await badge.innerText(), `${u.sessions[sid]} unread`);
 
     await link.click();
     await page.getByRole("heading", { name: "Activity", level: 1 }).waitFor();
@@ -170,7 +184,7 @@ describe("the activity inbox", () => {
     assert.match(await page.locator(".activity-list").innerText(), /failed/);
     await screenshot(page, "activity");
 
-    await page.getByRole("button", { name: "Failed" }).click();
+    await filterButton(page, "Failed").click();
     await page.waitForFunction(() => {
       const rows = [...document.querySelectorAll(".activity-list li")];
       return rows.length > 0 && rows.every((r) => r.classList.contains("is-failed"));
@@ -178,16 +192,17 @@ describe("the activity inbox", () => {
     const failedRow = items.first();
     assert.match(await failedRow.innerText(), /failed/);
     assert.match(await failedRow.innerText(), /500|model/i, "the error in words");
-    await page.getByRole("button", { name: "Unread" }).click();
+    await filterButton(page, "Unread").click();
     await page.waitForFunction(() => [...document.querySelectorAll(".activity-list li")].every((r) => r.classList.contains("is-unread")));
-    await page.getByRole("button", { name: "All" }).click();
+    await filterButton(page, "All").click();
     await page.waitForFunction((n) => document.querySelectorAll(".activity-list li").length === n, all);
 
     // A row opens its session at the event, highlighted; opening it marks its items read.
-    await page.getByRole("button", { name: "Failed" }).click();
+    await filterButton(page, "Failed").click();
     await page.waitForFunction(() => [...document.querySelectorAll(".activity-list li")].every((r) => r.classList.contains("is-failed")));
     const href = await failedRow.getByRole("link").getAttribute("href");
-    const [, sid, seq] = /^#\/s\/([^/]+)\/(\d+)$/.exec(href);
+    const [, opened, seq] = /^#\/s\/([^/]+)\/(\d+)$/.exec(href);
+    assert.equal(opened, sid, "the newest failure is the run just made");
     await failedRow.getByRole("link").click();
     const target = page.locator(`.blocks [data-seq="${seq}"]`);
     await target.waitFor();
@@ -198,6 +213,7 @@ describe("the activity inbox", () => {
     }), "scrolled into view");
     await sidebar(page).locator(`[data-session="${sid}"] .badge.unread`).waitFor({ state: "detached" });
     assert.equal((await unread()).sessions[sid] ?? 0, 0);
+    assert.ok((await unread()).sessions[other] >= 1, "another session's items stay unread");
 
     await link.click();
     await page.getByRole("button", { name: "Mark all read" }).click();
@@ -205,7 +221,7 @@ describe("the activity inbox", () => {
     assert.equal((await link.innerText()).trim(), "Activity");
     assert.equal((await unread()).total, 0);
     await page.setViewportSize(phone);
-    await page.getByRole("button", { name: "All" }).click();
+    await filterButton(page, "All").click();
     await screenshot(page, "activity-narrow");
     await page.context().close();
   });
@@ -286,7 +302,7 @@ describe("reminders", () => {
     const sid = await newSession();
     const page = await open(`#/s/${sid}`);
     await host.api("POST", `/api/sessions/${sid}/messages`, { message: "remind me about the oven" });
-    await page.getByText("All good.").waitFor();
+    await page.locator(".block.assistant", { hasText: "All good." }).first().waitFor();
     await host.tool("schedule_create", { prompt: "check the oven", after_seconds: 2 }, sid);
     const card = page.getByRole("article", { name: /^Reminder/ });
     await card.waitFor({ timeout: 20000 });

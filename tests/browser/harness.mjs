@@ -55,7 +55,9 @@ export class HoldingModel {
 // A Chat Completions server on loopback with a script: while `fail` is set it
 // answers every call with HTTP 500 (and `Retry-After: 0`, so the adapter's
 // retries take no time); otherwise it streams `reply` and reports token
-// usage, as an OpenAI-compatible server does with `include_usage`.
+// usage, as an OpenAI-compatible server does with `include_usage`. Asked for
+// a session's title, it answers the first words of the message (of a loop
+// frame's prompt), as a model would.
 export class ScriptedModel {
   static async start() {
     const model = new ScriptedModel();
@@ -63,7 +65,8 @@ export class ScriptedModel {
     model.reply = "All good.";
     model.calls = 0;
     model.server = createHttpServer((req, res) => {
-      req.resume();
+      let raw = "";
+      req.on("data", (d) => (raw += d));
       req.on("end", () => {
         model.calls++;
         if (model.fail) {
@@ -73,7 +76,7 @@ export class ScriptedModel {
         }
         res.writeHead(200, { "Content-Type": "text/event-stream" });
         const send = (o) => res.write(`data: ${JSON.stringify(o)}\n\n`);
-        send({ choices: [{ index: 0, delta: { role: "assistant", content: model.reply } }] });
+        send({ choices: [{ index: 0, delta: { role: "assistant", content: titleAsked(raw) ?? model.reply } }] });
         send({ choices: [{ index: 0, delta: {}, finish_reason: "stop" }] });
         send({ choices: [], usage: { prompt_tokens: 1200, completion_tokens: 35, total_tokens: 1235 } });
         res.end("data: [DONE]\n\n");
@@ -91,6 +94,21 @@ export class ScriptedModel {
     this.server.closeAllConnections();
     this.server.close();
   }
+}
+
+function titleAsked(raw) {
+  let body;
+  try {
+    body = JSON.parse(raw);
+  } catch {
+    return null;
+  }
+  const text = (m) => (typeof m?.content === "string" ? m.content : "");
+  if (!body.messages?.some((m) => m.role === "system" && text(m).startsWith("Write a short title"))) return null;
+  const user = text(body.messages.find((m) => m.role === "user"));
+  const prompt = /<prompt>([^<]*)<\/prompt>/.exec(user)?.[1].replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&amp;/g, "&");
+  const words = (prompt ?? user).split(/\s+/).filter(Boolean).slice(0, 6).join(" ");
+  return words.charAt(0).toUpperCase() + words.slice(1);
 }
 
 export class Host {

@@ -257,7 +257,8 @@ function LoopRow({ loop, now, titles, globalId, onDelete, onOpenSession, highlig
           {failing && (
             <span class="state failing" title="Its last run failed: the delivery, or the turn it started">failing</span>
           )}
-          <span class={`state ${loop.state}`}>{loop.state}</span>
+          {/* Not a green "scheduled" next to "failing": the state stays, in grey. */}
+          <span class={`state ${failing && loop.state === "scheduled" ? "" : loop.state}`}>{loop.state}</span>
         </span>
       </div>
       <dl class="loop-facts">

@@ -477,14 +477,14 @@ function Finished({ version, titles, globalId, highlight, onLoaded, onOpenSessio
   if (unsupported) return null;
   return (
     <section class="finished" aria-labelledby="finished-title">
-      <h2 id="finished-title" class="loops-count">Finished</h2>
+      <h2 id="finished-title" class="section-title">Finished</h2>
       {error && <p class="error-text" role="alert">Could not read the finished loops: {error}</p>}
       {loops === null ? (
         !error && <p class="muted">Loading…</p>
       ) : loops.length === 0 ? (
         <p class="muted">No loop has finished yet: a loop that runs once (after a delay) is listed here when it has run.</p>
       ) : (
-        <ul class="loops" aria-label="Finished loops">
+        <ul class="loops-list" aria-label="Finished loops">
           {loops.map((l) => (
             <LoopRow key={l.loop_id} loop={l} now={now} titles={titles} globalId={globalId} finished
                      highlighted={l.loop_id === highlight} onOpenSession={onOpenSession} />
@@ -526,7 +526,7 @@ function Reminders({ host, session, status, version, now }: {
   const overdue = reminders.filter((r) => isOverdue(r, now)).length;
   return (
     <section class="reminders" aria-labelledby="reminders-title">
-      <h2 id="reminders-title" class="loops-count">
+      <h2 id="reminders-title" class="section-title">
         {reminders.length === 1 ? "1 reminder" : `${reminders.length} reminders`}{" "}
         <span class="tag" title="Delivered in this session only, while it is live in a host">session-local</span>
       </h2>
@@ -535,7 +535,7 @@ function Reminders({ host, session, status, version, now }: {
       {reminders.length === 0 ? (
         <p class="muted">No reminders in this session: ask its agent to remind you of something.</p>
       ) : (
-        <ul class="loops" aria-label="Reminders">
+        <ul class="loops-list" aria-label="Reminders">
           {reminders.map((r) => {
             const at = Date.parse(r.scheduled_at);
             const late = isOverdue(r, now);

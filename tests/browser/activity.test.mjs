@@ -133,7 +133,7 @@ describe("loop deliveries", () => {
       await row.getByRole("button", { name: /Run history/ }).click();
       await row.locator(".runs tbody tr").first().waitFor();
       assert.match(await row.locator(".runs tbody tr").first().innerText(), /failed/);
-      await row.scrollIntoViewIfNeeded();
+      await row.evaluate((e) => e.scrollIntoView({ block: "start" }));
       await screenshot(page, "failing-loop");
 
       await page.goto(host.url + `/#/s/${sid}`);
@@ -182,6 +182,7 @@ describe("the activity inbox", () => {
     assert.ok(all >= 2);
     assert.match(await page.locator(".activity-list").innerText(), /completed/);
     assert.match(await page.locator(".activity-list").innerText(), /failed/);
+    await page.locator(".activity-list", { hasText: "check the backups" }).waitFor();  // the loop's prompt names the run
     await screenshot(page, "activity");
 
     await filterButton(page, "Failed").click();

@@ -1,5 +1,5 @@
 import { useEffect, useRef, useState } from "preact/hooks";
-import { api, type ActivityItem } from "./api";
+import { api, type ActivityItem, type LoopView } from "./api";
 import {
   ago,
   appendOlder,
@@ -12,6 +12,7 @@ import {
   outcomeWords,
   tokenWords,
 } from "./lib/activity.js";
+import { useLoopIndex } from "./loop_index";
 import { useNow } from "./use_now";
 
 // The activity inbox (issue 29, docs/UI.md): what happened without the
@@ -31,13 +32,14 @@ export type NotifyMode = "off" | "failed" | "every";
 
 interface Props {
   version: number;
+  loopsVersion: number;  // the loops' prompts name the loop runs
   unread: number;
   titles: Map<string, string | undefined>;
   notify: NotifyMode;
   onNotify: (mode: NotifyMode) => void;
 }
 
-export function Activity({ version, unread, titles, notify, onNotify }: Props) {
+export function Activity({ version, loopsVersion, unread, titles, notify, onNotify }: Props) {
   const [filter, setFilter] = useState<Filter>("all");
   const [items, setItems] = useState<ActivityItem[] | null>(null);
   const [next, setNext] = useState<number | undefined>(undefined);
@@ -45,6 +47,7 @@ export function Activity({ version, unread, titles, notify, onNotify }: Props) {
   const [notice, setNotice] = useState<string | null>(null);
   const asked = useRef(0);
   const now = useNow(30_000);
+  const loops = useLoopIndex(!!items?.some((i) => i.loop_id), loopsVersion);
 
   // The newest page, merged into what is shown (older pages stay).
   useEffect(() => {
@@ -117,7 +120,7 @@ export function Activity({ version, unread, titles, notify, onNotify }: Props) {
         ) : (
           <ul class="activity-list" aria-label="Activity items">
             {items.map((i) => (
-              <ActivityRow key={i.id} item={i} now={now} titles={titles} />
+              <ActivityRow key={i.id} item={i} now={now} titles={titles} loop={i.loop_id ? loops.get(i.loop_id) : undefined} />
             ))}
           </ul>
         )}
@@ -131,7 +134,12 @@ export function Activity({ version, unread, titles, notify, onNotify }: Props) {
   );
 }
 
-function ActivityRow({ item, now, titles }: { item: ActivityItem; now: number; titles: Map<string, string | undefined> }) {
+function ActivityRow({ item, now, titles, loop }: {
+  item: ActivityItem;
+  now: number;
+  titles: Map<string, string | undefined>;
+  loop?: LoopView;
+}) {
   const outcome = outcomeWords(item.outcome);
   const failed = isFailed(item.outcome);
   const session = item.title || (item.session_id ? titles.get(item.session_id) || item.session_id : "");
@@ -142,7 +150,11 @@ function ActivityRow({ item, now, titles }: { item: ActivityItem; now: number; t
     <>
       <span class="activity-line">
         <span class={`outcome ${outcome.tone}`}>{outcome.text}</span>
-        <span class="activity-kind">{kindWords(item.kind)}</span>
+        <span class="activity-kind">
+          {kindWords(item.kind)}
+          {loop && <span class="activity-loop"> “{loop.prompt.length > 60 ? loop.prompt.slice(0, 59) + "…" : loop.prompt}”</span>}
+        </span>
+        {session && <span class="muted">in</span>}
         {session && <span class="activity-session">{session}</span>}
         {!item.read && <span class="badge unread">unread</span>}
       </span>

@@ -214,7 +214,7 @@ export function App() {
       </nav>
       <main class="main">
         {activityOpen ? (
-          <Activity version={activityVersion} unread={unread.total} titles={titles} notify={notify} onNotify={setNotify} />
+          <Activity version={activityVersion} loopsVersion={loopsVersion} unread={unread.total} titles={titles} notify={notify} onNotify={setNotify} />
         ) : automation ? (
           host && (
             <Automation host={host} session={automation.session} loop={automation.loop} loopsVersion={loopsVersion}

@@ -2,6 +2,7 @@ import MarkdownIt from "markdown-it";
 import { useEffect, useLayoutEffect, useMemo, useRef, useState } from "preact/hooks";
 import { api, streamUrl, type LoopView, type StoredEvent } from "./api";
 import { useCronDescription } from "./automation";
+import { useLoopIndex } from "./loop_index";
 import { scheduleWords } from "./lib/loops.js";
 import {
   addDelta,
@@ -429,26 +430,6 @@ function LoopCard({ block, loop, focused }: { block: Extract<Block, { kind: "loo
   );
 }
 
-// The loops the cards of this conversation name, by id: active ones and
-// the latest finished ones; read only when the conversation has a loop card,
-// again when the loops change.
-function useLoopIndex(needed: boolean, version: number): Map<string, LoopView> {
-  const [loops, setLoops] = useState<Map<string, LoopView>>(() => new Map());
-  useEffect(() => {
-    if (!needed) return;
-    let live = true;
-    Promise.all([
-      api.loops("global").catch(() => [] as LoopView[]),
-      api.finishedLoops(100).then((p) => p.loops).catch(() => [] as LoopView[]),
-    ]).then(([active, finished]) => {
-      if (live) setLoops(new Map([...finished, ...active].map((l) => [l.loop_id, l])));
-    });
-    return () => {
-      live = false;
-    };
-  }, [needed, version]);
-  return loops;
-}
 
 const viewerTimeZone: string = (() => {
   try {

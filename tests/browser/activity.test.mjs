@@ -80,6 +80,7 @@ describe("loop deliveries", () => {
     const card = page.getByRole("article", { name: /^Loop run/ });
     await card.waitFor();
     assert.equal(await card.count(), 1);
+    await card.getByText("once, after 1 s").waitFor();  // the loop's schedule, once the loops are read
     const text = await card.innerText();
     assert.match(text, /check <deploy> & report/, "the prompt, unescaped");
     assert.match(text, /once, after 1 s/, "the schedule in words (a finished loop)");

@@ -2,6 +2,7 @@
 //
 //   loop_bench [--dir DIR] [--loops N] [--service S] [--sessions K]
 //              [--late L] [--late-seconds T] [--burst B] [--threads H] [--quick]
+//              [--no-outcomes]
 //
 // Real host::Host instances with the loop plugin composed the way `dsh web`
 // composes it (plugin migrations + RegisterLoopPlugin), echo model, real
@@ -78,6 +79,7 @@ struct Args {
   int64_t burst = 20'000;
   unsigned threads = 0;  // 0: as `dsh web` picks them
   bool quick = false;
+  bool no_outcomes = false;  // measure without recording activity items and turn outcomes
 };
 
 constexpr int64_t kLoadBatch = 5'000;
@@ -110,7 +112,7 @@ std::string SessionId(int64_t k) {
   return id;
 }
 
-std::unique_ptr<host::Host> OpenHost(const std::filesystem::path& home) {
+std::unique_ptr<host::Host> OpenHost(const std::filesystem::path& home, bool record_outcomes = true) {
   host::HostOptions options;
   options.home = home.string();
   options.env = [](const std::string&) -> std::optional<std::string> { return std::nullopt; };  // echo/echo
@@ -118,6 +120,7 @@ std::unique_ptr<host::Host> OpenHost(const std::filesystem::path& home) {
   agent::AgentManagerOptions agent_options;
   agent_options.idle_eviction = std::chrono::hours(24);  // nothing is evicted during the run
   agent_options.generate_titles = false;
+  agent_options.record_activity = record_outcomes;
   options.agent_options = agent_options;
   auto opened = host::Host::Open(options);
   if (!opened.ok()) Fail("open host", opened.status());
@@ -327,7 +330,7 @@ struct Bench {
     // ---- 3. start to first dispatch ----
     const int64_t total = args.loops + args.service;
     auto open_started = std::chrono::steady_clock::now();
-    auto host = OpenHost(dir / "profile");
+    auto host = OpenHost(dir / "profile", !args.no_outcomes);
     double open_s = SecondsSince(open_started);
     const int64_t first_loop = 0;
     MakeDue(*host, first_loop, 1, [](int64_t) { return WallMs(); });
@@ -420,9 +423,9 @@ struct Bench {
                  inbox_max = inbox_late_ms.back();
     const double claim_p50 = Percentile(claim_late_ms, 0.5), claim_p99 = Percentile(claim_late_ms, 0.99),
                  claim_max = claim_late_ms.back();
-    std::printf("## %lld active loops, %lld sessions (%zu live at the end), %u io threads\n\n",
+    std::printf("## %lld active loops, %lld sessions (%zu live at the end), %u io threads, outcomes %s\n\n",
                 static_cast<long long>(total), static_cast<long long>(args.sessions), live_now.size(),
-                threads);
+                threads, args.no_outcomes ? "not recorded" : "recorded");
     std::printf("| figure | value |\n|---|---:|\n");
     std::printf("| Host::Open (migrations, config) | %.3f s |\n", open_s);
     std::printf("| **Host::Start → first `<loop>` inbox row** | **%lld ms** |\n",
@@ -484,6 +487,8 @@ int main(int argc, char** argv) {
       ->check(AtLeast(1u))
       ->default_str("");
   app.add_flag("--quick", args.quick, "a short run (the smoke test)");
+  app.add_flag("--no-outcomes", args.no_outcomes,
+               "deliver without recording activity items and turn outcomes (what recording costs)");
   if (auto exit_code = dsh::bench::ParseCommandLine(app, argc, argv)) return *exit_code;
   if (args.quick) {
     args.loops = std::min<int64_t>(args.loops, 5'000);

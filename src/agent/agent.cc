@@ -631,7 +631,10 @@ std::optional<std::string> Agent::TurnClientZone() const {
 
 void Agent::Append(std::vector<EventDraft> drafts, std::vector<std::string> consume,
                    std::function<void(Result<Events>)> next, std::optional<activity::TurnEnd> end) {
-  bool starts = std::any_of(drafts.begin(), drafts.end(), [](const EventDraft& d) { return d.type == et::kUserMessage; });
+  bool record = manager_.options_.record_activity;
+  bool starts = record && std::any_of(drafts.begin(), drafts.end(),
+                                      [](const EventDraft& d) { return d.type == et::kUserMessage; });
+  if (!record) end.reset();
   session::SessionStore::AlsoFn also;
   auto activity_rows = std::make_shared<int64_t>(0);
   if (!consume.empty() || starts) {

@@ -295,7 +295,7 @@ void AgentManager::CreateWith(session::NewSession session, Delivery first, std::
   msg->text = std::move(first.text);
   msg->meta = std::move(first.meta);
   msg->created_at = ToUnixMillis(clock_.Now());
-  msg->activity = std::move(first.activity);
+  if (options_.record_activity) msg->activity = std::move(first.activity);
   sessions_.CreateWithAsync(
       std::move(session),
       [msg, key = std::move(first.key)](store::Tx& tx, const session::SessionHeader&) {
@@ -330,7 +330,7 @@ void AgentManager::Deliver(Delivery d, std::function<void(Result<Delivered>)> do
   msg->text = std::move(d.text);
   msg->meta = std::move(d.meta);
   msg->created_at = ToUnixMillis(clock_.Now());
-  msg->activity = std::move(d.activity);
+  if (options_.record_activity) msg->activity = std::move(d.activity);
   // A live agent here may take the message straight into a new turn, in the
   // same transaction that accepts it; otherwise it goes to the inbox alone.
   if (auto agent = Find(msg->session_id)) return agent->Deliver(std::move(*msg), std::move(d.key), std::move(done));

@@ -76,6 +76,10 @@ struct AgentManagerOptions {
   std::chrono::milliseconds sweep_interval{std::chrono::seconds(1)};
   // Titles generated with a real model after the first completed turn.
   bool generate_titles = true;
+  // Deliveries' activity items and their turns' outcomes (activity_store.h)
+  // are recorded. Off only to measure what recording costs (loop_bench
+  // --no-outcomes).
+  bool record_activity = true;
   // Where the turn and model-call metrics go (docs/DEPLOY.md, "Metrics"):
   // dsh_turns_total, dsh_turn_seconds, dsh_model_calls_total,
   // dsh_model_call_seconds, dsh_model_tokens_total. Borrowed, must outlive

@@ -368,6 +368,32 @@ describe("reminders", () => {
     await page.context().close();
   });
 
+  test("a reminder in a session idle past agents.idle_eviction still fires", async () => {
+    // Idle agents are evicted after 2 s here; the reminder is due in 8 s.
+    const eager = await Host.start("agents:\n  idle_eviction: 2\n", { env: model.env(), args: ["--patch", patch] });
+    try {
+      const { session } = await eager.api("POST", "/api/sessions", {});
+      const idle = (await eager.api("POST", "/api/sessions", {})).session.id;
+      // Made while the session is live (a message made it live).
+      await eager.api("POST", `/api/sessions/${session.id}/messages`, { message: "remind me in a moment" });
+      await eager.tool("schedule_create", { prompt: "take the bread out", after_seconds: 8 }, session.id);
+      await eager.api("POST", `/api/sessions/${idle}/messages`, { message: "nothing to remember" });
+      await until(async () => (await eager.status(idle)) === "cold", "the session without reminders evicted");
+      assert.notEqual(await eager.status(session.id), "cold", "the one with a pending reminder stays live");
+      const context = await browser.newContext({ viewport: desktop });
+      const page = await context.newPage();
+      await page.goto(eager.openUrl);
+      await page.goto(eager.url + `/#/s/${session.id}`);
+      const card = page.getByRole("article", { name: /^Reminder/ });
+      await card.waitFor({ timeout: 20000 });
+      assert.match(await card.innerText(), /take the bread out/);
+      assert.notEqual(await eager.status(session.id), "cold", "kept live until its reminder fired");
+      await context.close();
+    } finally {
+      await eager.close();
+    }
+  });
+
   test("a host without the schedule plugin shows no reminder controls and never asks for reminders", async () => {
     const plain = await Host.start(undefined, { env: model.env() });
     try {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <limits>
+#include <span>
+#include <utility>
 
 namespace dsh::agent::activity {
 
@@ -35,12 +37,16 @@ std::vector<store::Migration> Migrations() {
            " output_tokens BIGINT,"
            " summary TEXT,"
            " read BIGINT NOT NULL)",
-           // The list's filters, newest first, and the unread counts.
-           "CREATE INDEX activity_unread ON activity (session_id, num) WHERE read = 0",
+           // The list's filters, newest first; a session's items.
            "CREATE INDEX activity_unread_num ON activity (num) WHERE read = 0",
            "CREATE INDEX activity_failed ON activity (num) WHERE status IN ('error', 'none')",
            "CREATE INDEX activity_by_session ON activity (session_id, num)",
            "CREATE INDEX activity_by_at ON activity (at, num)",
+           // Unread counts per session, kept with every change of `read`
+           // (and every insert and delete), so the sidebar's counts read one
+           // row per session instead of every unread item. '' stands for
+           // no session.
+           "CREATE TABLE activity_unread_counts (session_id TEXT PRIMARY KEY, n BIGINT NOT NULL)",
        }},
   };
 }
@@ -58,6 +64,32 @@ std::optional<int64_t> OptInt(const Row& row, int col) {
   return row.Int(col);
 }
 
+// Adds `delta` to the unread count of `session_id` (nullopt: no session).
+Status AddUnread(Tx& tx, const std::optional<std::string>& session_id, int64_t delta) {
+  if (delta == 0) return Status::Ok();
+  std::string_view id = session_id ? std::string_view(*session_id) : std::string_view();
+  return tx
+      .Exec("INSERT INTO activity_unread_counts (session_id, n) VALUES (?, ?)"
+            " ON CONFLICT (session_id) DO UPDATE SET n = activity_unread_counts.n + excluded.n",
+            {id, delta})
+      .status();
+}
+
+// Marks read the unread items `where` selects (with `params`), keeping the
+// counts; returns how many.
+Result<int64_t> MarkWhere(Tx& tx, const std::string& where, std::span<const Value> params) {
+  std::vector<std::pair<std::optional<std::string>, int64_t>> per_session;
+  DSH_RETURN_IF_ERROR(tx.Query("SELECT session_id, COUNT(*) FROM activity WHERE read = 0 AND " + where +
+                                   " GROUP BY session_id",
+                               params, [&](const Row& row) {
+                                 per_session.emplace_back(OptText(row, 0), row.Int(1));
+                                 return Status::Ok();
+                               }));
+  DSH_ASSIGN_OR_RETURN(int64_t marked, tx.Exec("UPDATE activity SET read = 1 WHERE read = 0 AND " + where, params));
+  for (const auto& [session_id, n] : per_session) DSH_RETURN_IF_ERROR(AddUnread(tx, session_id, -n));
+  return marked;
+}
+
 }  // namespace
 
 Status Delivered(Tx& tx, const Source& s, const std::string& session_id, const std::string& message_id,
@@ -66,14 +98,19 @@ Status Delivered(Tx& tx, const Source& s, const std::string& session_id, const s
   std::array<Value, 9> params = {std::string_view(row_key), std::string_view(message_id), std::string_view(s.kind),
                                  std::string_view(session_id), Opt(s.loop_id), Opt(s.nominal_at), Opt(s.schedule_id),
                                  at, std::string_view(kPending)};
-  // A failed attempt of the same occurrence becomes this delivery.
+  DSH_ASSIGN_OR_RETURN(int64_t inserted,
+                       tx.Exec("INSERT INTO activity (key, message_id, kind, session_id, loop_id, nominal_at,"
+                               " schedule_id, at, status, read) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0)"
+                               " ON CONFLICT (key) DO NOTHING",
+                               params));
+  if (inserted == 1) return AddUnread(tx, session_id, 1);
+  // A failed attempt of the same occurrence becomes this delivery (read or
+  // not as it was).
   return tx
-      .Exec("INSERT INTO activity (key, message_id, kind, session_id, loop_id, nominal_at, schedule_id, at, status, read)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0) ON CONFLICT (key) DO UPDATE SET"
-            " message_id = excluded.message_id, session_id = excluded.session_id, at = excluded.at,"
-            " status = excluded.status, error_code = NULL, error_message = NULL, read = 0"
-            " WHERE activity.status = 'none'",
-            params)
+      .Exec("UPDATE activity SET message_id = ?, session_id = ?, at = ?, status = ?, error_code = NULL,"
+            " error_message = NULL WHERE key = ? AND status = 'none'",
+            {std::string_view(message_id), std::string_view(session_id), at, std::string_view(kPending),
+             std::string_view(row_key)})
       .status();
 }
 
@@ -83,13 +120,17 @@ Status DeliveryFailed(Tx& tx, const Source& s, const std::optional<std::string>&
                                   Opt(s.loop_id),          Opt(s.nominal_at),        Opt(s.schedule_id),
                                   at,                      std::string_view(kNone),  std::string_view("delivery_failed"),
                                   std::string_view(error)};
-  // Another failed attempt of the same occurrence updates its row (and
-  // makes it unread again); a delivered one is left alone.
+  DSH_ASSIGN_OR_RETURN(int64_t inserted,
+                       tx.Exec("INSERT INTO activity (key, kind, session_id, loop_id, nominal_at, schedule_id, at,"
+                               " status, error_code, error_message, read) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)"
+                               " ON CONFLICT (key) DO NOTHING",
+                               params));
+  if (inserted == 1) return AddUnread(tx, session_id, 1);
+  // Another failed attempt of the same occurrence updates its row; a
+  // delivered one is left alone.
   return tx
-      .Exec("INSERT INTO activity (key, kind, session_id, loop_id, nominal_at, schedule_id, at, status, error_code,"
-            " error_message, read) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0) ON CONFLICT (key) DO UPDATE SET"
-            " at = excluded.at, error_message = excluded.error_message, read = 0 WHERE activity.status = 'none'",
-            params)
+      .Exec("UPDATE activity SET at = ?, error_message = ? WHERE key = ? AND status = 'none'",
+            {at, std::string_view(error), std::string_view(key)})
       .status();
 }
 
@@ -238,20 +279,19 @@ Result<Page> List(Tx& tx, Filter filter, int64_t limit, std::optional<int64_t> b
 
 Result<Unread> CountUnread(Tx& tx) {
   Unread u;
-  DSH_RETURN_IF_ERROR(tx.Query("SELECT session_id, COUNT(*) FROM activity WHERE read = 0 GROUP BY session_id", {},
-                               [&](const Row& row) {
-                                 int64_t n = row.Int(1);
-                                 u.total += n;
-                                 if (!row.IsNull(0)) u.sessions[row.String(0)] = n;
-                                 return Status::Ok();
-                               }));
+  DSH_RETURN_IF_ERROR(tx.Query("SELECT session_id, n FROM activity_unread_counts WHERE n > 0", {}, [&](const Row& row) {
+    int64_t n = row.Int(1);
+    u.total += n;
+    if (!row.Text(0).empty()) u.sessions[row.String(0)] = n;
+    return Status::Ok();
+  }));
   return u;
 }
 
 Result<int64_t> CountUnreadTotal(Tx& tx) {
   int64_t n = 0;
-  DSH_RETURN_IF_ERROR(tx.Query("SELECT COUNT(*) FROM activity WHERE read = 0", {}, [&](const Row& row) {
-    n = row.Int(0);
+  DSH_RETURN_IF_ERROR(tx.Query("SELECT SUM(n) FROM activity_unread_counts", {}, [&](const Row& row) {
+    n = row.IsNull(0) ? 0 : row.Int(0);
     return Status::Ok();
   }));
   return n;
@@ -259,20 +299,30 @@ Result<int64_t> CountUnreadTotal(Tx& tx) {
 
 Result<int64_t> MarkRead(Tx& tx, const std::vector<int64_t>& ids) {
   if (ids.empty()) return int64_t{0};
-  std::string sql = "UPDATE activity SET read = 1 WHERE read = 0 AND num IN (";
+  std::string where = "num IN (";
   std::vector<Value> params;
   for (size_t i = 0; i < ids.size(); ++i) {
-    sql += i ? ", ?" : "?";
+    where += i ? ", ?" : "?";
     params.emplace_back(ids[i]);
   }
-  sql += ")";
-  return tx.Exec(sql, params);
+  where += ")";
+  return MarkWhere(tx, where, params);
 }
 
-Result<int64_t> MarkAllRead(Tx& tx) { return tx.Exec("UPDATE activity SET read = 1 WHERE read = 0"); }
+Result<int64_t> MarkAllRead(Tx& tx) {
+  DSH_ASSIGN_OR_RETURN(int64_t marked, tx.Exec("UPDATE activity SET read = 1 WHERE read = 0"));
+  DSH_RETURN_IF_ERROR(tx.Exec("DELETE FROM activity_unread_counts").status());
+  return marked;
+}
 
 Result<int64_t> MarkSessionRead(Tx& tx, const std::string& session_id) {
-  return tx.Exec("UPDATE activity SET read = 1 WHERE read = 0 AND session_id = ?", {std::string_view(session_id)});
+  DSH_ASSIGN_OR_RETURN(int64_t marked, tx.Exec("UPDATE activity SET read = 1 WHERE read = 0 AND session_id = ?",
+                                               {std::string_view(session_id)}));
+  if (marked > 0) {
+    DSH_RETURN_IF_ERROR(
+        tx.Exec("DELETE FROM activity_unread_counts WHERE session_id = ?", {std::string_view(session_id)}).status());
+  }
+  return marked;
 }
 
 store::PruneTask PruneTask(int64_t max_age_ms) {
@@ -287,6 +337,8 @@ store::PruneTask PruneTask(int64_t max_age_ms) {
                   return Status::Ok();
                 }));
             if (doomed.empty()) return store::PruneSlice{0, false};
+            // Unread ones leave the counts first.
+            DSH_RETURN_IF_ERROR(MarkRead(tx, doomed).status());
             std::string sql = "DELETE FROM activity WHERE num IN (";
             std::vector<Value> params;
             for (size_t i = 0; i < doomed.size(); ++i) {

@@ -25,6 +25,8 @@ namespace dsh::agent::activity {
 //            started_at, ended_at, input_tokens, output_tokens, summary,
 //            read)   -- key unique (the inbox key, or "msg:" + message_id);
 //                       message_id unique when set
+//   activity_unread_counts(session_id, n)  -- unread items per session ('' = none),
+//                       changed with every change of activity.read
 //
 // Rows are written in the same transaction as the fact they record: the
 // inbox insert of the delivery (status `pending`), the append of its
@@ -53,8 +55,9 @@ inline constexpr std::string_view kError = "error";
 inline constexpr std::string_view kCancelled = "cancelled";
 
 // A delivery was accepted into `session_id`'s inbox as `message_id`
-// (`key`: its inbox key, if any). A row of the same key that recorded a
-// failed attempt becomes this delivery.
+// (`key`: its inbox key, if any): a new unread item. A row of the same key
+// that recorded a failed attempt becomes this delivery (read or not as it
+// was).
 Status Delivered(store::Tx& tx, const Source& source, const std::string& session_id, const std::string& message_id,
                  const std::optional<std::string>& key, int64_t at);
 

@@ -83,6 +83,67 @@ TEST_P(ActivityStoreTest, AFailedAttemptBecomesTheDeliveryOfALaterOneAndPagesAre
   EXPECT_EQ(*db_->ReadValue<int64_t>([](store::Tx& tx) { return CountUnreadTotal(tx); }), 0);
 }
 
+TEST_P(ActivityStoreTest, UnreadCountsFollowEveryChangeOfReadState) {
+  // What CountUnread must agree with: a count over the items themselves.
+  auto counted = [&] {
+    auto r = db_->ReadValue<std::map<std::string, int64_t>>([](store::Tx& tx) -> Result<std::map<std::string, int64_t>> {
+      std::map<std::string, int64_t> out;
+      DSH_RETURN_IF_ERROR(tx.Query("SELECT session_id, COUNT(*) FROM activity WHERE read = 0 AND session_id IS NOT NULL"
+                                   " GROUP BY session_id",
+                                   {}, [&](const store::Row& row) {
+                                     out[row.String(0)] = row.Int(1);
+                                     return Status::Ok();
+                                   }));
+      return out;
+    });
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : std::map<std::string, int64_t>{};
+  };
+  auto kept = [&] {
+    auto r = db_->ReadValue<Unread>([](store::Tx& tx) { return CountUnread(tx); });
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? r->sessions : std::map<std::string, int64_t>{};
+  };
+  Source loop{"loop_run", "l", 1, std::nullopt};
+  ASSERT_TRUE(db_->WriteSync([&](store::Tx& tx) -> Status {
+                   for (int i = 0; i < 6; ++i) {
+                     DSH_RETURN_IF_ERROR(Delivered(tx, Source{"agent_message", {}, {}, {}}, i % 2 ? "a" : "b",
+                                                   "m" + std::to_string(i), std::nullopt, 100 + i));
+                   }
+                   DSH_RETURN_IF_ERROR(DeliveryFailed(tx, loop, "a", "loop:l:1", "down", 200));
+                   DSH_RETURN_IF_ERROR(DeliveryFailed(tx, loop, "a", "loop:l:1", "still down", 210));
+                   DSH_RETURN_IF_ERROR(DeliveryFailed(tx, loop, std::nullopt, "loop:l:2", "no session", 220));
+                   return Delivered(tx, loop, "a", "m_retry", std::string("loop:l:1"), 230);  // the retry got through
+                 }).ok());
+  EXPECT_EQ(kept(), counted());
+  EXPECT_EQ(kept(), (std::map<std::string, int64_t>{{"a", 4}, {"b", 3}}));
+  EXPECT_EQ(*db_->ReadValue<int64_t>([](store::Tx& tx) { return CountUnreadTotal(tx); }), 8) << "one item has no session";
+  auto page = db_->ReadValue<Page>([](store::Tx& tx) { return List(tx, Filter::kAll, 3, std::nullopt); });
+  std::vector<int64_t> ids;
+  for (const auto& item : page->items) ids.push_back(item.id);
+  EXPECT_EQ(*db_->WriteValue<int64_t>([&](store::Tx& tx) { return MarkRead(tx, ids); }), 3);
+  EXPECT_EQ(*db_->WriteValue<int64_t>([&](store::Tx& tx) { return MarkRead(tx, ids); }), 0) << "already read";
+  EXPECT_EQ(kept(), counted());
+  EXPECT_EQ(*db_->WriteValue<int64_t>([](store::Tx& tx) { return MarkSessionRead(tx, "b"); }), 3);
+  EXPECT_EQ(kept(), counted());
+  // Retention takes unread items out of the counts too.
+  ASSERT_TRUE(db_->WriteSync([](store::Tx& tx) {
+                   return TurnEnded(tx, {"m1", "m3", "m5"}, TurnEnd{"completed", {}, {}, 150, {}, {}, "ok"}).status();
+                 }).ok());
+  store::PruneTask task = PruneTask(1000);
+  ASSERT_TRUE(db_->WriteValue<store::PruneSlice>([&](store::Tx& tx) { return task.slice(tx, 1104, 100); }).ok());
+  EXPECT_EQ(kept(), counted());
+  EXPECT_TRUE(kept().empty()) << "a's last two unread items were pruned";
+  ASSERT_TRUE(db_->WriteSync([](store::Tx& tx) {
+                   return Delivered(tx, Source{"reminder", {}, {}, "schedule-1"}, "c", "m_c", std::nullopt, 300);
+                 }).ok());
+  int64_t total = *db_->ReadValue<int64_t>([](store::Tx& tx) { return CountUnreadTotal(tx); });
+  EXPECT_EQ(total, 1);
+  EXPECT_EQ(*db_->WriteValue<int64_t>([](store::Tx& tx) { return MarkAllRead(tx); }), total);
+  EXPECT_TRUE(kept().empty());
+  EXPECT_EQ(*db_->ReadValue<int64_t>([](store::Tx& tx) { return CountUnreadTotal(tx); }), 0);
+}
+
 TEST_P(ActivityStoreTest, RetentionDeletesOldFinishedItemsOnly) {
   ASSERT_TRUE(db_->WriteSync([&](store::Tx& tx) -> Status {
                    DSH_RETURN_IF_ERROR(Delivered(tx, Source{"agent_message", {}, {}, {}}, "s", "m_old", std::nullopt, 100));

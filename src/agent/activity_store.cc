@@ -8,6 +8,7 @@
 
 namespace dsh::agent::activity {
 
+using store::OptValue;
 using store::Row;
 using store::Tx;
 using store::Value;
@@ -53,25 +54,15 @@ std::vector<store::Migration> Migrations() {
 
 namespace {
 
-Value Opt(const std::optional<std::string>& s) { return s ? Value(std::string_view(*s)) : Value(nullptr); }
-Value Opt(const std::optional<int64_t>& v) { return v ? Value(*v) : Value(nullptr); }
-std::optional<std::string> OptText(const Row& row, int col) {
-  if (row.IsNull(col)) return std::nullopt;
-  return std::string(row.Text(col));
-}
-std::optional<int64_t> OptInt(const Row& row, int col) {
-  if (row.IsNull(col)) return std::nullopt;
-  return row.Int(col);
-}
-
 // Adds `delta` to the unread count of `session_id` (nullopt: no session).
 Status AddUnread(Tx& tx, const std::optional<std::string>& session_id, int64_t delta) {
   if (delta == 0) return Status::Ok();
   std::string_view id = session_id ? std::string_view(*session_id) : std::string_view();
   return tx
-      .Exec("INSERT INTO activity_unread_counts (session_id, n) VALUES (?, ?)"
-            " ON CONFLICT (session_id) DO UPDATE SET n = activity_unread_counts.n + excluded.n",
-            {id, delta})
+      .Exec(
+          "INSERT INTO activity_unread_counts (session_id, n) VALUES (?, ?)"
+          " ON CONFLICT (session_id) DO UPDATE SET n = activity_unread_counts.n + excluded.n",
+          {id, delta})
       .status();
 }
 
@@ -79,13 +70,14 @@ Status AddUnread(Tx& tx, const std::optional<std::string>& session_id, int64_t d
 // counts; returns how many.
 Result<int64_t> MarkWhere(Tx& tx, const std::string& where, std::span<const Value> params) {
   std::vector<std::pair<std::optional<std::string>, int64_t>> per_session;
-  DSH_RETURN_IF_ERROR(tx.Query("SELECT session_id, COUNT(*) FROM activity WHERE read = 0 AND " + where +
-                                   " GROUP BY session_id",
-                               params, [&](const Row& row) {
-                                 per_session.emplace_back(OptText(row, 0), row.Int(1));
-                                 return Status::Ok();
-                               }));
-  DSH_ASSIGN_OR_RETURN(int64_t marked, tx.Exec("UPDATE activity SET read = 1 WHERE read = 0 AND " + where, params));
+  DSH_RETURN_IF_ERROR(tx.Query(
+      "SELECT session_id, COUNT(*) FROM activity WHERE read = 0 AND " + where + " GROUP BY session_id",
+      params, [&](const Row& row) {
+        per_session.emplace_back(row.OptString(0), row.Int(1));
+        return Status::Ok();
+      }));
+  DSH_ASSIGN_OR_RETURN(int64_t marked,
+                       tx.Exec("UPDATE activity SET read = 1 WHERE read = 0 AND " + where, params));
   for (const auto& [session_id, n] : per_session) DSH_RETURN_IF_ERROR(AddUnread(tx, session_id, -n));
   return marked;
 }
@@ -95,9 +87,11 @@ Result<int64_t> MarkWhere(Tx& tx, const std::string& where, std::span<const Valu
 Status Delivered(Tx& tx, const Source& s, const std::string& session_id, const std::string& message_id,
                  const std::optional<std::string>& key, int64_t at) {
   std::string row_key = key ? *key : "msg:" + message_id;
-  std::array<Value, 9> params = {std::string_view(row_key), std::string_view(message_id), std::string_view(s.kind),
-                                 std::string_view(session_id), Opt(s.loop_id), Opt(s.nominal_at), Opt(s.schedule_id),
-                                 at, std::string_view(kPending)};
+  std::array<Value, 9> params = {std::string_view(row_key), std::string_view(message_id),
+                                 std::string_view(s.kind),  std::string_view(session_id),
+                                 OptValue(s.loop_id),       OptValue(s.nominal_at),
+                                 OptValue(s.schedule_id),   at,
+                                 std::string_view(kPending)};
   DSH_ASSIGN_OR_RETURN(int64_t inserted,
                        tx.Exec("INSERT INTO activity (key, message_id, kind, session_id, loop_id, nominal_at,"
                                " schedule_id, at, status, read) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0)"
@@ -107,24 +101,32 @@ Status Delivered(Tx& tx, const Source& s, const std::string& session_id, const s
   // A failed attempt of the same occurrence becomes this delivery (read or
   // not as it was).
   return tx
-      .Exec("UPDATE activity SET message_id = ?, session_id = ?, at = ?, status = ?, error_code = NULL,"
-            " error_message = NULL WHERE key = ? AND status = 'none'",
-            {std::string_view(message_id), std::string_view(session_id), at, std::string_view(kPending),
-             std::string_view(row_key)})
+      .Exec(
+          "UPDATE activity SET message_id = ?, session_id = ?, at = ?, status = ?, error_code = NULL,"
+          " error_message = NULL WHERE key = ? AND status = 'none'",
+          {std::string_view(message_id), std::string_view(session_id), at, std::string_view(kPending),
+           std::string_view(row_key)})
       .status();
 }
 
-Status DeliveryFailed(Tx& tx, const Source& s, const std::optional<std::string>& session_id, const std::string& key,
-                      const std::string& error, int64_t at) {
-  std::array<Value, 10> params = {std::string_view(key),   std::string_view(s.kind), Opt(session_id),
-                                  Opt(s.loop_id),          Opt(s.nominal_at),        Opt(s.schedule_id),
-                                  at,                      std::string_view(kNone),  std::string_view("delivery_failed"),
+Status DeliveryFailed(Tx& tx, const Source& s, const std::optional<std::string>& session_id,
+                      const std::string& key, const std::string& error, int64_t at) {
+  std::array<Value, 10> params = {std::string_view(key),
+                                  std::string_view(s.kind),
+                                  OptValue(session_id),
+                                  OptValue(s.loop_id),
+                                  OptValue(s.nominal_at),
+                                  OptValue(s.schedule_id),
+                                  at,
+                                  std::string_view(kNone),
+                                  std::string_view("delivery_failed"),
                                   std::string_view(error)};
-  DSH_ASSIGN_OR_RETURN(int64_t inserted,
-                       tx.Exec("INSERT INTO activity (key, kind, session_id, loop_id, nominal_at, schedule_id, at,"
-                               " status, error_code, error_message, read) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)"
-                               " ON CONFLICT (key) DO NOTHING",
-                               params));
+  DSH_ASSIGN_OR_RETURN(
+      int64_t inserted,
+      tx.Exec("INSERT INTO activity (key, kind, session_id, loop_id, nominal_at, schedule_id, at,"
+              " status, error_code, error_message, read) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)"
+              " ON CONFLICT (key) DO NOTHING",
+              params));
   if (inserted == 1) return AddUnread(tx, session_id, 1);
   // Another failed attempt of the same occurrence updates its row; a
   // delivered one is left alone.
@@ -154,7 +156,8 @@ std::string Summary(std::string_view text) {
   if (start == std::string_view::npos) return "";
   text.remove_prefix(start);
   if (size_t nl = text.find('\n'); nl != std::string_view::npos) text = text.substr(0, nl);
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\r')) text.remove_suffix(1);
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\r'))
+    text.remove_suffix(1);
   // Characters, not bytes: every byte but a UTF-8 continuation starts one.
   auto starts_char = [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; };
   size_t chars = static_cast<size_t>(std::count_if(text.begin(), text.end(), starts_char));
@@ -171,9 +174,9 @@ Result<int64_t> TurnEnded(Tx& tx, const std::vector<std::string>& message_ids, c
   std::string sql =
       "UPDATE activity SET status = ?, error_code = ?, error_message = ?, ended_at = ?, input_tokens = ?,"
       " output_tokens = ?, summary = ? WHERE message_id IN (";
-  std::vector<Value> params = {std::string_view(end.status), Opt(end.error_code), Opt(end.error_message),
-                               end.ended_at,                 Opt(end.input_tokens), Opt(end.output_tokens),
-                               std::string_view(end.summary)};
+  std::vector<Value> params = {
+      std::string_view(end.status), OptValue(end.error_code),    OptValue(end.error_message),  end.ended_at,
+      OptValue(end.input_tokens),   OptValue(end.output_tokens), std::string_view(end.summary)};
   for (size_t i = 0; i < message_ids.size(); ++i) {
     sql += i ? ", ?" : "?";
     params.emplace_back(std::string_view(message_ids[i]));
@@ -193,29 +196,30 @@ Json OutcomeJson(const Outcome& o) {
   if (o.ended_at) j["ended_at"] = *o.ended_at;
   if (o.started_at && o.ended_at) j["duration_ms"] = std::max<int64_t>(0, *o.ended_at - *o.started_at);
   if (o.input_tokens || o.output_tokens) {
-    j["tokens"] = {{"input_tokens", o.input_tokens.value_or(0)}, {"output_tokens", o.output_tokens.value_or(0)}};
+    j["tokens"] = {{"input_tokens", o.input_tokens.value_or(0)},
+                   {"output_tokens", o.output_tokens.value_or(0)}};
   }
   return j;
 }
 
 std::string OutcomeColumns(std::string_view alias) {
   std::string a(alias);
-  return a + ".status, " + a + ".error_code, " + a + ".error_message, " + a + ".session_id, " + a + ".seq, " + a +
-         ".started_at, " + a + ".ended_at, " + a + ".input_tokens, " + a + ".output_tokens";
+  return a + ".status, " + a + ".error_code, " + a + ".error_message, " + a + ".session_id, " + a + ".seq, " +
+         a + ".started_at, " + a + ".ended_at, " + a + ".input_tokens, " + a + ".output_tokens";
 }
 
 std::optional<Outcome> OutcomeFromRow(const Row& row, int col) {
   if (row.IsNull(col)) return std::nullopt;
   Outcome o;
   o.status = row.String(col);
-  o.error_code = OptText(row, col + 1);
-  o.error_message = OptText(row, col + 2);
-  o.session_id = OptText(row, col + 3);
-  o.seq = OptInt(row, col + 4);
-  o.started_at = OptInt(row, col + 5);
-  o.ended_at = OptInt(row, col + 6);
-  o.input_tokens = OptInt(row, col + 7);
-  o.output_tokens = OptInt(row, col + 8);
+  o.error_code = row.OptString(col + 1);
+  o.error_message = row.OptString(col + 2);
+  o.session_id = row.OptString(col + 3);
+  o.seq = row.OptInt(col + 4);
+  o.started_at = row.OptInt(col + 5);
+  o.ended_at = row.OptInt(col + 6);
+  o.input_tokens = row.OptInt(col + 7);
+  o.output_tokens = row.OptInt(col + 8);
   return o;
 }
 
@@ -248,9 +252,15 @@ std::optional<Filter> ParseFilter(std::string_view name) {
 Result<Page> List(Tx& tx, Filter filter, int64_t limit, std::optional<int64_t> before) {
   std::string where;
   switch (filter) {
-    case Filter::kAll: where = ""; break;
-    case Filter::kUnread: where = " AND read = 0"; break;
-    case Filter::kFailed: where = " AND status IN ('error', 'none')"; break;
+    case Filter::kAll:
+      where = "";
+      break;
+    case Filter::kUnread:
+      where = " AND read = 0";
+      break;
+    case Filter::kFailed:
+      where = " AND status IN ('error', 'none')";
+      break;
   }
   Page page;
   DSH_RETURN_IF_ERROR(tx.Query(
@@ -261,10 +271,10 @@ Result<Page> List(Tx& tx, Filter filter, int64_t limit, std::optional<int64_t> b
         item.id = row.Int(0);
         item.at = row.Int(1);
         item.kind = row.String(2);
-        item.loop_id = OptText(row, 3);
-        item.schedule_id = OptText(row, 4);
-        item.nominal_at = OptInt(row, 5);
-        item.summary = OptText(row, 6);
+        item.loop_id = row.OptString(3);
+        item.schedule_id = row.OptString(4);
+        item.nominal_at = row.OptInt(5);
+        item.summary = row.OptString(6);
         item.read = row.Int(7) != 0;
         item.outcome = OutcomeFromRow(row, 8).value_or(Outcome{});
         page.items.push_back(std::move(item));
@@ -279,12 +289,13 @@ Result<Page> List(Tx& tx, Filter filter, int64_t limit, std::optional<int64_t> b
 
 Result<Unread> CountUnread(Tx& tx) {
   Unread u;
-  DSH_RETURN_IF_ERROR(tx.Query("SELECT session_id, n FROM activity_unread_counts WHERE n > 0", {}, [&](const Row& row) {
-    int64_t n = row.Int(1);
-    u.total += n;
-    if (!row.Text(0).empty()) u.sessions[row.String(0)] = n;
-    return Status::Ok();
-  }));
+  DSH_RETURN_IF_ERROR(
+      tx.Query("SELECT session_id, n FROM activity_unread_counts WHERE n > 0", {}, [&](const Row& row) {
+        int64_t n = row.Int(1);
+        u.total += n;
+        if (!row.Text(0).empty()) u.sessions[row.String(0)] = n;
+        return Status::Ok();
+      }));
   return u;
 }
 
@@ -316,11 +327,13 @@ Result<int64_t> MarkAllRead(Tx& tx) {
 }
 
 Result<int64_t> MarkSessionRead(Tx& tx, const std::string& session_id) {
-  DSH_ASSIGN_OR_RETURN(int64_t marked, tx.Exec("UPDATE activity SET read = 1 WHERE read = 0 AND session_id = ?",
-                                               {std::string_view(session_id)}));
+  DSH_ASSIGN_OR_RETURN(int64_t marked,
+                       tx.Exec("UPDATE activity SET read = 1 WHERE read = 0 AND session_id = ?",
+                               {std::string_view(session_id)}));
   if (marked > 0) {
     DSH_RETURN_IF_ERROR(
-        tx.Exec("DELETE FROM activity_unread_counts WHERE session_id = ?", {std::string_view(session_id)}).status());
+        tx.Exec("DELETE FROM activity_unread_counts WHERE session_id = ?", {std::string_view(session_id)})
+            .status());
   }
   return marked;
 }
@@ -329,13 +342,13 @@ store::PruneTask PruneTask(int64_t max_age_ms) {
   return {"activity", [max_age_ms](Tx& tx, int64_t now, int64_t max_rows) -> Result<store::PruneSlice> {
             if (max_age_ms <= 0) return store::PruneSlice{0, false};
             std::vector<int64_t> doomed;
-            DSH_RETURN_IF_ERROR(tx.Query(
-                "SELECT num FROM activity WHERE at < ? AND status NOT IN ('pending', 'running')"
-                " ORDER BY at, num LIMIT ?",
-                {now - max_age_ms, max_rows}, [&](const Row& row) {
-                  doomed.push_back(row.Int(0));
-                  return Status::Ok();
-                }));
+            DSH_RETURN_IF_ERROR(
+                tx.Query("SELECT num FROM activity WHERE at < ? AND status NOT IN ('pending', 'running')"
+                         " ORDER BY at, num LIMIT ?",
+                         {now - max_age_ms, max_rows}, [&](const Row& row) {
+                           doomed.push_back(row.Int(0));
+                           return Status::Ok();
+                         }));
             if (doomed.empty()) return store::PruneSlice{0, false};
             // Unread ones leave the counts first.
             DSH_RETURN_IF_ERROR(MarkRead(tx, doomed).status());

@@ -268,8 +268,10 @@ TEST(HostClock, OnPostgresTheRealClockIsKeptInStepWithTheServerAndAFakeOneIsLeft
 TEST(HostRetention, AStartedHostPrunesOldConsumedInboxRowsInTheBackground) {
   for (int64_t days : {1, 0}) {
     dsh::testing::TempDir home;
+    // days 0: every limit of the host's own tasks is 0 (the inbox's, and the
+    // activity list's, which follows loop_run_days).
     Write(home.File("dsh.yml"), "interface:\n  global_session: false\nretention:\n  inbox_days: " +
-                                    std::to_string(days) + "\n");
+                                    std::to_string(days) + "\n  loop_run_days: " + std::to_string(days * 90) + "\n");
     FakeClock clock;
     HostOptions options;
     options.home = home.path().string();

@@ -14,34 +14,26 @@ namespace {
 
 using store::Row;
 using store::Tx;
+using store::OptValue;
 using store::Value;
 
 constexpr const char* kHeaderColumns =
     "id, created_at, updated_at, cwd, preset, provider, model, reasoning_effort, time_zone, parent_id, "
     "seed_length, delegation_depth, origin, last_seq";
 
-std::optional<std::string> OptText(const Row& row, int c) {
-  if (row.IsNull(c)) return std::nullopt;
-  return row.String(c);
-}
-
-Value OptValue(const std::optional<std::string>& s) {
-  if (!s) return nullptr;
-  return std::string_view(*s);
-}
 
 SessionHeader HeaderFromRow(const Row& row) {
   SessionHeader h;
   h.id = row.String(0);
   h.created_at = row.Int(1);
   h.updated_at = row.Int(2);
-  h.cwd = OptText(row, 3);
-  h.preset = OptText(row, 4);
+  h.cwd = row.OptString(3);
+  h.preset = row.OptString(4);
   h.route.provider = row.String(5);
   h.route.model = row.String(6);
-  h.route.reasoning_effort = OptText(row, 7);
+  h.route.reasoning_effort = row.OptString(7);
   h.time_zone = row.String(8);
-  h.parent_id = OptText(row, 9);
+  h.parent_id = row.OptString(9);
   h.seed_length = row.Int(10);
   h.delegation_depth = row.Int(11);
   h.origin = row.String(12);
@@ -351,7 +343,7 @@ Result<std::map<std::string, Titles>> ReadTitlesTx(Tx& tx, const std::vector<std
     }
     sql += ")";
     DSH_RETURN_IF_ERROR(tx.Query(sql, params, [&](const Row& row) {
-      Titles t{OptText(row, 1), OptText(row, 2), OptText(row, 3)};
+      Titles t{row.OptString(1), row.OptString(2), row.OptString(3)};
       out[row.String(0)] = std::move(t);
       return Status::Ok();
     }));

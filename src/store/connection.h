@@ -6,6 +6,7 @@
 #include <initializer_list>
 #include <memory>
 #include <span>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -31,7 +32,22 @@ class Row {
   virtual std::string_view Text(int column) const = 0;
 
   std::string String(int column) const { return std::string(Text(column)); }
+  // nullopt for NULL.
+  std::optional<std::string> OptString(int column) const {
+    if (IsNull(column)) return std::nullopt;
+    return String(column);
+  }
+  std::optional<int64_t> OptInt(int column) const {
+    if (IsNull(column)) return std::nullopt;
+    return Int(column);
+  }
 };
+
+// A parameter that is NULL for nullopt.
+inline Value OptValue(const std::optional<std::string>& s) {
+  return s ? Value(std::string_view(*s)) : Value(nullptr);
+}
+inline Value OptValue(const std::optional<int64_t>& v) { return v ? Value(*v) : Value(nullptr); }
 
 using RowFn = std::function<Status(const Row&)>;
 

@@ -12,6 +12,7 @@ namespace dsh::plugins::loop {
 
 using store::Row;
 using store::Tx;
+using store::OptValue;
 using store::Value;
 
 std::vector<store::Migration> Migrations() {
@@ -155,17 +156,6 @@ std::string OccurrenceKey(const std::string& loop_id, int64_t nominal) {
 namespace registry {
 namespace {
 
-Value Opt(const std::optional<std::string>& s) { return s ? Value(std::string_view(*s)) : Value(nullptr); }
-Value Opt(const std::optional<int64_t>& v) { return v ? Value(*v) : Value(nullptr); }
-std::optional<std::string> OptText(const Row& row, int col) {
-  if (row.IsNull(col)) return std::nullopt;
-  return std::string(row.Text(col));
-}
-std::optional<int64_t> OptInt(const Row& row, int col) {
-  if (row.IsNull(col)) return std::nullopt;
-  return row.Int(col);
-}
-
 // A loop, its open claim (the earliest unrecorded run), its last recorded
 // run and that run's turn (the activity row of its message).
 const std::string kSelectLoops =
@@ -190,21 +180,21 @@ Result<LoopRecord> RowToLoop(const Row& row) {
     return Status("corrupt_loop", "loop " + l.loop_id + ": its stored schedule does not decode: " + st.message());
   }
   l.target = row.String(3);
-  l.preset = OptText(row, 4);
-  l.created_by = OptText(row, 5);
+  l.preset = row.OptString(4);
+  l.created_by = row.OptString(5);
   l.created_at = row.Int(6);
-  l.due_at = OptInt(row, 7);
-  l.retry_at = OptInt(row, 8);
-  l.retry_nominal = OptInt(row, 9);
+  l.due_at = row.OptInt(7);
+  l.retry_at = row.OptInt(8);
+  l.retry_nominal = row.OptInt(9);
   l.failures = row.Int(10);
   l.state = row.String(11);
-  l.last_run_at = OptInt(row, 12);
-  l.last_result = OptText(row, 13);
-  l.last_error = OptText(row, 14);
+  l.last_run_at = row.OptInt(12);
+  l.last_result = row.OptString(13);
+  l.last_error = row.OptString(14);
   l.version = row.Int(15);
   if (!row.IsNull(16)) l.open_claim = LoopRecord::OpenClaim{row.Int(16), row.String(17), row.Int(18)};
   if (!row.IsNull(19)) {
-    l.last_run = LoopRecord::LastRun{row.Int(19), row.String(20), OptText(row, 21), OptText(row, 22),
+    l.last_run = LoopRecord::LastRun{row.Int(19), row.String(20), row.OptString(21), row.OptString(22),
                                      agent::activity::OutcomeFromRow(row, 23)};
   }
   return l;
@@ -224,9 +214,9 @@ Result<std::vector<LoopRecord>> SelectLoops(Tx& tx, const std::string& where, st
 // Writes the scheduling state and result fields of `l`, if its version is
 // still `l.version`; bumps it. False when another writer got there first.
 Result<bool> UpdateState(Tx& tx, const LoopRecord& l) {
-  std::array<Value, 12> params = {Opt(l.due_at),      Opt(l.retry_at),    Opt(l.retry_nominal),
-                                  Opt(l.next_at()),   l.failures,         std::string_view(l.state),
-                                  Opt(l.last_run_at), Opt(l.last_result), Opt(l.last_error),
+  std::array<Value, 12> params = {OptValue(l.due_at),      OptValue(l.retry_at),    OptValue(l.retry_nominal),
+                                  OptValue(l.next_at()),   l.failures,         std::string_view(l.state),
+                                  OptValue(l.last_run_at), OptValue(l.last_result), OptValue(l.last_error),
                                   l.version + 1,      std::string_view(l.loop_id), l.version};
   DSH_ASSIGN_OR_RETURN(int64_t changed,
                        tx.Exec("UPDATE loops SET due_at = ?, retry_at = ?, retry_nominal = ?, next_at = ?, failures = ?,"
@@ -241,11 +231,11 @@ Result<bool> UpdateState(Tx& tx, const LoopRecord& l) {
 Status Insert(Tx& tx, const LoopRecord& l) {
   std::string schedule = DumpJson(ScheduleToJson(l.schedule));
   std::array<Value, 16> params = {std::string_view(l.loop_id), std::string_view(l.prompt), std::string_view(schedule),
-                                  std::string_view(l.target),  Opt(l.preset),              Opt(l.created_by),
-                                  l.created_at,                Opt(l.due_at),              Opt(l.retry_at),
-                                  Opt(l.retry_nominal),        Opt(l.next_at()),           l.failures,
-                                  std::string_view(l.state),   Opt(l.last_run_at),         Opt(l.last_result),
-                                  Opt(l.last_error)};
+                                  std::string_view(l.target),  OptValue(l.preset),              OptValue(l.created_by),
+                                  l.created_at,                OptValue(l.due_at),              OptValue(l.retry_at),
+                                  OptValue(l.retry_nominal),        OptValue(l.next_at()),           l.failures,
+                                  std::string_view(l.state),   OptValue(l.last_run_at),         OptValue(l.last_result),
+                                  OptValue(l.last_error)};
   auto r = tx.Exec(
       "INSERT INTO loops (loop_id, prompt, schedule, target, preset, created_by, created_at, due_at, retry_at,"
       " retry_nominal, next_at, failures, state, last_run_at, last_result, last_error, version)"
@@ -331,7 +321,7 @@ Result<std::vector<Claim>> ClaimDue(Tx& tx, const ClaimOptions& o,
   std::vector<Stale> stale;
   auto collect = [&](const Row& row) {
     stale.push_back(
-        {row.Int(0), row.Int(2), row.Int(3), row.Int(4), row.Int(5), row.Int(7), row.String(1), OptText(row, 6)});
+        {row.Int(0), row.Int(2), row.Int(3), row.Int(4), row.Int(5), row.Int(7), row.String(1), row.OptString(6)});
     return Status::Ok();
   };
   constexpr const char* kOpenRuns =
@@ -410,7 +400,7 @@ Result<std::vector<Claim>> ClaimDue(Tx& tx, const ClaimOptions& o,
       std::optional<std::string> target;
       if (l.target == kTargetNew) target = new_session_id();
       std::array<Value, 8> run = {std::string_view(l.loop_id), c.nominal, o.now, std::string_view(o.holder),
-                                  expires, c.skipped, int64_t{c.skipped_capped ? 1 : 0}, Opt(target)};
+                                  expires, c.skipped, int64_t{c.skipped_capped ? 1 : 0}, OptValue(target)};
       DSH_ASSIGN_OR_RETURN(int64_t inserted,
                            tx.Exec("INSERT INTO loop_runs (loop_id, nominal_at, claimed_at, claimed_by, claim_expires,"
                                    " attempts, skipped, skipped_capped, target_session_id)"
@@ -427,7 +417,7 @@ Result<std::vector<Claim>> ClaimDue(Tx& tx, const ClaimOptions& o,
           " result = NULL, error = NULL WHERE loop_id = ? AND nominal_at = ? RETURNING attempts, target_session_id",
           {o.now, std::string_view(o.holder), expires, std::string_view(l.loop_id), c.nominal}, [&](const Row& row) {
             attempts = row.Int(0);
-            target = OptText(row, 1);
+            target = row.OptString(1);
             return Status::Ok();
           }));
       if (attempts == 0) continue;  // the run row is gone: nothing to retry
@@ -452,10 +442,10 @@ Status Record(Tx& tx, const Claim& c, const Outcome& out, int64_t now) {
   std::string_view result = out.delivered ? "delivered" : "failed";
   std::array<Value, 8> run = {result,
                               out.delivered ? Value(now) : Value(nullptr),
-                              Opt(out.target_session_id),
-                              Opt(out.message_id),
-                              Opt(out.error),
-                              Opt(out.note),
+                              OptValue(out.target_session_id),
+                              OptValue(out.message_id),
+                              OptValue(out.error),
+                              OptValue(out.note),
                               std::string_view(c.loop.loop_id),
                               c.nominal};
   DSH_RETURN_IF_ERROR(tx.Exec("UPDATE loop_runs SET result = ?, delivered_at = ?,"
@@ -532,8 +522,8 @@ Result<std::vector<Run>> Runs(Tx& tx, const std::string& loop_id, int64_t limit,
           " WHERE r.loop_id = ? AND r.nominal_at < ? ORDER BY r.nominal_at DESC LIMIT ?",
       {std::string_view(loop_id), before.value_or(std::numeric_limits<int64_t>::max()), limit},
       [&](const Row& row) {
-        Run run{row.Int(0), row.Int(1), OptInt(row, 2), OptText(row, 3), OptText(row, 4), OptText(row, 5),
-                OptText(row, 6), OptText(row, 7), row.Int(8), row.Int(9), row.Int(10) != 0};
+        Run run{row.Int(0), row.Int(1), row.OptInt(2), row.OptString(3), row.OptString(4), row.OptString(5),
+                row.OptString(6), row.OptString(7), row.Int(8), row.Int(9), row.Int(10) != 0};
         run.outcome = RunOutcome(run.result, run.error, run.target_session_id, agent::activity::OutcomeFromRow(row, 11));
         out.push_back(std::move(run));
         return Status::Ok();

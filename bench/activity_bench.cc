@@ -248,8 +248,17 @@ int main(int argc, char** argv) {
     st = db->WriteSync([&](store::Tx& tx) { return activity::MarkRead(tx, batch).status(); });
     if (!st.ok()) Fail("mark read", st);
   }
+  // The counts kept agree with the items (the first pass marked some sessions read too).
+  int64_t unread_items = 0;
+  st = db->ReadSync([&](store::Tx& tx) {
+    return tx.Query("SELECT COUNT(*) FROM activity WHERE read = 0", {}, [&](const store::Row& row) {
+      unread_items = row.Int(0);
+      return Status::Ok();
+    });
+  });
+  if (!st.ok()) Fail("count unread", st);
   counts = Call(routes.Find("GET", "/api/activity/unread"), {});
-  if (counts["total"] != args.items - static_cast<int64_t>(ids.size())) Wrong("unread total after marking");
+  if (counts["total"] != unread_items) Wrong("unread total after marking: " + counts["total"].dump());
   Measure(routes, args, "a tenth unread");
   db->Close();
   if (args.pg.empty()) std::filesystem::remove_all(args.dir);

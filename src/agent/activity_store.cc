@@ -38,11 +38,11 @@ std::vector<store::Migration> Migrations() {
            " output_tokens BIGINT,"
            " summary TEXT,"
            " read BIGINT NOT NULL)",
-           // The list's filters, newest first; a session's items.
+           // The list's filters, newest first; a session's items. Retention
+           // walks the key order (items come in about `at` order).
            "CREATE INDEX activity_unread_num ON activity (num) WHERE read = 0",
            "CREATE INDEX activity_failed ON activity (num) WHERE status IN ('error', 'none')",
            "CREATE INDEX activity_by_session ON activity (session_id, num)",
-           "CREATE INDEX activity_by_at ON activity (at, num)",
            // Unread counts per session, kept with every change of `read`
            // (and every insert and delete), so the sidebar's counts read one
            // row per session instead of every unread item. '' stands for
@@ -85,27 +85,30 @@ Result<int64_t> MarkWhere(Tx& tx, const std::string& where, std::span<const Valu
 }  // namespace
 
 Status Delivered(Tx& tx, const Source& s, const std::string& session_id, const std::string& message_id,
-                 const std::optional<std::string>& key, int64_t at) {
+                 const std::optional<std::string>& key, int64_t at, std::optional<Started> started) {
   std::string row_key = key ? *key : "msg:" + message_id;
-  std::array<Value, 9> params = {std::string_view(row_key), std::string_view(message_id),
-                                 std::string_view(s.kind),  std::string_view(session_id),
-                                 OptValue(s.loop_id),       OptValue(s.nominal_at),
-                                 OptValue(s.schedule_id),   at,
-                                 std::string_view(kPending)};
+  std::optional<int64_t> seq, started_at;
+  if (started) {
+    seq = started->seq;
+    started_at = started->at;
+  }
+  std::string_view status = started ? kRunning : kPending;
+  std::array<Value, 11> params = {std::string_view(row_key), std::string_view(message_id), std::string_view(s.kind),
+                                  std::string_view(session_id), OptValue(s.loop_id), OptValue(s.nominal_at),
+                                  OptValue(s.schedule_id), at, status, OptValue(seq), OptValue(started_at)};
   DSH_ASSIGN_OR_RETURN(int64_t inserted,
                        tx.Exec("INSERT INTO activity (key, message_id, kind, session_id, loop_id, nominal_at,"
-                               " schedule_id, at, status, read) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0)"
-                               " ON CONFLICT (key) DO NOTHING",
+                               " schedule_id, at, status, seq, started_at, read)"
+                               " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0) ON CONFLICT (key) DO NOTHING",
                                params));
   if (inserted == 1) return AddUnread(tx, session_id, 1);
   // A failed attempt of the same occurrence becomes this delivery (read or
   // not as it was).
   return tx
-      .Exec(
-          "UPDATE activity SET message_id = ?, session_id = ?, at = ?, status = ?, error_code = NULL,"
-          " error_message = NULL WHERE key = ? AND status = 'none'",
-          {std::string_view(message_id), std::string_view(session_id), at, std::string_view(kPending),
-           std::string_view(row_key)})
+      .Exec("UPDATE activity SET message_id = ?, session_id = ?, at = ?, status = ?, seq = ?, started_at = ?,"
+            " error_code = NULL, error_message = NULL WHERE key = ? AND status = 'none'",
+            {std::string_view(message_id), std::string_view(session_id), at, status, OptValue(seq),
+             OptValue(started_at), std::string_view(row_key)})
       .status();
 }
 
@@ -344,7 +347,7 @@ store::PruneTask PruneTask(int64_t max_age_ms) {
             std::vector<int64_t> doomed;
             DSH_RETURN_IF_ERROR(
                 tx.Query("SELECT num FROM activity WHERE at < ? AND status NOT IN ('pending', 'running')"
-                         " ORDER BY at, num LIMIT ?",
+                         " ORDER BY num LIMIT ?",
                          {now - max_age_ms, max_rows}, [&](const Row& row) {
                            doomed.push_back(row.Int(0));
                            return Status::Ok();

@@ -58,8 +58,14 @@ inline constexpr std::string_view kCancelled = "cancelled";
 // (`key`: its inbox key, if any): a new unread item. A row of the same key
 // that recorded a failed attempt becomes this delivery (read or not as it
 // was).
+// `started`: the message's `message/user` event was appended in the same
+// transaction (an idle agent took it at once): the item starts `running`.
+struct Started {
+  int64_t seq = 0;
+  int64_t at = 0;
+};
 Status Delivered(store::Tx& tx, const Source& source, const std::string& session_id, const std::string& message_id,
-                 const std::optional<std::string>& key, int64_t at);
+                 const std::optional<std::string>& key, int64_t at, std::optional<Started> started = std::nullopt);
 
 // A delivery failed and left no message. `key` identifies the occurrence
 // (a retry that fails again updates the same row; one that succeeds turns

@@ -245,14 +245,17 @@ void Agent::Deliver(InboxMessage message, std::optional<std::string> key, std::f
     auto activity_rows = std::make_shared<int64_t>(0);
     session::SessionStore::AlsoFn insert = [msg, key = std::move(key), first_id, activity_rows](
                                                store::Tx& tx, const Events& stored) -> Status {
-      DSH_ASSIGN_OR_RETURN(auto inserted, agent_store::Insert(tx, *msg, key));
+      // Its user event is among `stored`: the activity item starts running.
+      std::optional<activity::Started> started;
+      for (const auto& e : stored) {
+        if (e.type == et::kUserMessage) started = activity::Started{e.seq, e.at};
+      }
+      DSH_ASSIGN_OR_RETURN(auto inserted, agent_store::Insert(tx, *msg, key, started));
       if (inserted.duplicate) {
         *first_id = inserted.message_id;
         return Status("duplicate_key", "the key was used before");
       }
-      if (!msg->activity) return Status::Ok();
-      DSH_ASSIGN_OR_RETURN(*activity_rows, activity::TurnStarted(tx, stored));
-      *activity_rows += 1;
+      if (msg->activity) *activity_rows = 1;
       return Status::Ok();
     };
     // The caller gets its answer from the commit itself, even if this agent

@@ -56,7 +56,8 @@ std::vector<store::Migration> Migrations() {
   };
 }
 
-Result<Inserted> Insert(Tx& tx, InboxMessage& m, const std::optional<std::string>& key) {
+Result<Inserted> Insert(Tx& tx, InboxMessage& m, const std::optional<std::string>& key,
+                        std::optional<activity::Started> started) {
   bool exists = false;
   DSH_RETURN_IF_ERROR(tx.Query("SELECT 1 FROM sessions WHERE id = ?", {std::string_view(m.session_id)}, [&](const Row&) {
     exists = true;
@@ -85,7 +86,7 @@ Result<Inserted> Insert(Tx& tx, InboxMessage& m, const std::optional<std::string
                                  return Status::Ok();
                                }));
   if (m.activity) {
-    DSH_RETURN_IF_ERROR(activity::Delivered(tx, *m.activity, m.session_id, m.message_id, key, m.created_at));
+    DSH_RETURN_IF_ERROR(activity::Delivered(tx, *m.activity, m.session_id, m.message_id, key, m.created_at, started));
   }
   return Inserted{m.message_id, false, m.num};
 }

@@ -64,7 +64,9 @@ struct Inserted {
 // exist; with a `key` already used for this session, returns the first
 // message's id and inserts nothing. A message with `activity` also gets
 // its activity row (activity::Delivered).
-Result<Inserted> Insert(store::Tx& tx, InboxMessage& message, const std::optional<std::string>& key);
+// `started`: passed on to activity::Delivered.
+Result<Inserted> Insert(store::Tx& tx, InboxMessage& message, const std::optional<std::string>& key,
+                        std::optional<activity::Started> started = std::nullopt);
 
 // The session's pending messages, oldest first.
 Result<std::vector<InboxMessage>> Pending(store::Tx& tx, const std::string& session_id);

@@ -11,19 +11,23 @@ namespace dsh::plugins::loop {
 
 namespace {
 
+// The optional `before` query parameter of the paged routes (an integer >= 0).
+Result<std::optional<int64_t>> Before(const host::HttpRouteRequest& req) {
+  if (!req.query.contains("before")) return std::optional<int64_t>();
+  auto value = host::QueryInt(req, "before", 0, 0, kMaxSafeInteger);
+  if (!value.ok()) return value.status();
+  return std::optional<int64_t>(*value);
+}
+
 // GET /api/loops?finished=true: completed loops, newest first, paged by the
 // last run's time (`next` is the `before` of the next page).
 void ListFinished(LoopService& service, const host::HttpRouteRequest& req, const std::string& selector,
                   host::HttpRouteDone done) {
   auto limit = host::QueryInt(req, "limit", kDefaultRunsLimit, 1, kMaxRunsLimit);
   if (!limit.ok()) return done(limit.status());
-  std::optional<int64_t> before;
-  if (req.query.contains("before")) {
-    auto value = host::QueryInt(req, "before", 0, 0, kMaxSafeInteger);
-    if (!value.ok()) return done(value.status());
-    before = *value;
-  }
-  service.ListFinished(selector, *limit, before,
+  auto before = Before(req);
+  if (!before.ok()) return done(before.status());
+  service.ListFinished(selector, *limit, *before,
                        [now = service.now(), limit = *limit, done = std::move(done)](Result<std::vector<LoopRecord>> r) {
                          if (!r.ok()) return done(r.status());
                          Json list = Json::array();
@@ -83,13 +87,9 @@ std::vector<host::HttpRoute> LoopRoutes(std::shared_ptr<LoopService> service) {
           [service](host::HttpRouteRequest req, host::HttpRouteDone done) {
             auto limit = host::QueryInt(req, "limit", kDefaultRunsLimit, 1, kMaxRunsLimit);
             if (!limit.ok()) return done(limit.status());
-            std::optional<int64_t> before;
-            if (req.query.contains("before")) {
-              auto value = host::QueryInt(req, "before", 0, 0, kMaxSafeInteger);
-              if (!value.ok()) return done(value.status());
-              before = *value;
-            }
-            service->History(req.path_params.at("id"), *limit, before,
+            auto before = Before(req);
+            if (!before.ok()) return done(before.status());
+            service->History(req.path_params.at("id"), *limit, *before,
                              [limit = *limit, done = std::move(done)](Result<std::vector<registry::Run>> r) {
                                if (!r.ok()) return done(r.status());
                                Json list = Json::array();

@@ -11,7 +11,7 @@ import {
   outcomeError,
   outcomeWords,
   tokenWords,
-} from "./lib/activity.js";
+} from "./lib/activity";
 import { useLoopIndex } from "./loop_index";
 import { useNow } from "./use_now";
 

@@ -2,8 +2,8 @@
 // HttpOnly `dsh_token` cookie set by the token URL, and the person's zone on
 // every request that acts for them.
 
-import type { ActivityItem, Outcome, Tokens } from "./lib/activity.js";
-import { displayTitle } from "./lib/deliveries.js";
+import type { ActivityItem, Outcome, Tokens } from "./lib/activity";
+import { displayTitle } from "./lib/deliveries";
 
 export type { ActivityItem, Outcome, Tokens };
 
@@ -147,7 +147,7 @@ const query = (params: Record<string, string | number | undefined>) =>
     .map(([k, v]) => `${k}=${encodeURIComponent(String(v))}`)
     .join("&");
 
-// Titles as a person reads them: never a delivery frame (lib/deliveries.js).
+// Titles as a person reads them: never a delivery frame (lib/deliveries.ts).
 const readable = <T extends { title?: string }>(rows: T[]): T[] =>
   rows.map((r) => (r.title === undefined ? r : { ...r, title: displayTitle(r.title) }));
 

@@ -1,9 +1,9 @@
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import { api, type HostInfo, type SessionRow } from "./api";
 import { followChanges, throttle } from "./changes";
-import { fieldOfError } from "./lib/fields.js";
-import { rereads } from "./lib/mcp.js";
-import { pageTitle } from "./lib/activity.js";
+import { fieldOfError } from "./lib/fields";
+import { rereads } from "./lib/mcp";
+import { pageTitle } from "./lib/activity";
 import { useAnnouncer, useNotifyChoice } from "./notify";
 import { Activity } from "./activity";
 import { Automation } from "./automation";

@@ -1,9 +1,9 @@
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { api, clientTimeZone, type HostInfo, type LoopRun, type LoopView, type McpServerView, type Reminder, type SessionRow } from "./api";
-import { durationMs, itemHref, outcomeError, outcomeWords, tokenWords } from "./lib/activity.js";
-import { fieldOfError } from "./lib/fields.js";
-import { countdown, isFailing, scheduleWords, targetWords, toSeconds, UNITS } from "./lib/loops.js";
-import { mcpError, mcpSummary } from "./lib/mcp.js";
+import { durationMs, itemHref, outcomeError, outcomeWords, tokenWords } from "./lib/activity";
+import { fieldOfError } from "./lib/fields";
+import { countdown, isFailing, scheduleWords, targetWords, toSeconds, UNITS } from "./lib/loops";
+import { mcpError, mcpSummary } from "./lib/mcp";
 import { isOverdue, OverdueNotice, useReminders } from "./reminders";
 import { useNow } from "./use_now";
 

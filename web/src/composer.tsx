@@ -1,7 +1,7 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import type { HostInfo, SessionRow } from "./api";
 import { LoopStatus } from "./loop_status";
-import { applyCompletion, commandMenu, completeSessionsRead, isCommand } from "./lib/commands.js";
+import { applyCompletion, commandMenu, completeSessionsRead, isCommand } from "./lib/commands";
 
 interface Props {
   host: HostInfo | null;

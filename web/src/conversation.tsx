@@ -3,7 +3,7 @@ import { useEffect, useLayoutEffect, useMemo, useRef, useState } from "preact/ho
 import { api, streamUrl, type LoopView, type StoredEvent } from "./api";
 import { useCronDescription } from "./automation";
 import { useLoopIndex } from "./loop_index";
-import { scheduleWords } from "./lib/loops.js";
+import { scheduleWords } from "./lib/loops";
 import {
   addDelta,
   appendEvents,
@@ -14,7 +14,7 @@ import {
   noPending,
   prependEvents,
   prettyJson,
-} from "./lib/stream.js";
+} from "./lib/stream";
 
 // Model text is Markdown; raw HTML in it is shown as text, never rendered.
 const markdown = new MarkdownIt({ html: false, linkify: false, breaks: true });

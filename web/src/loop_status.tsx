@@ -1,6 +1,6 @@
 import { useEffect, useState } from "preact/hooks";
 import { api, type HostInfo, type LoopView, type SessionRow } from "./api";
-import { automationSummary, countdown } from "./lib/loops.js";
+import { automationSummary, countdown } from "./lib/loops";
 import { isOverdue, OverdueNotice, useReminders } from "./reminders";
 import { useNow } from "./use_now";
 

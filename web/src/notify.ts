@@ -1,7 +1,7 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api } from "./api";
 import type { NotifyMode } from "./activity";
-import { announcement, itemHref, toAnnounce, type AnnounceState } from "./lib/activity.js";
+import { announcement, itemHref, toAnnounce, type AnnounceState } from "./lib/activity";
 
 // "Notify me in this browser" (issue 29): the choice is kept in this
 // browser's localStorage; while the page is open and the choice is on, new

@@ -1,4 +1,3 @@
-// @ts-check
 // The composer's local command matching (spec 003, "Composer completion"):
 // pure functions of the draft, tested with node --test (web/test/).
 
@@ -8,18 +7,28 @@ export const READ_FLAGS = ["--offset", "--limit"];
 /**
  * True when the draft is a slash command (sent to POST /api/commands, never
  * to the model): its first non-blank character is "/".
- * @param {string} draft
  */
-export function isCommand(draft) {
+export function isCommand(draft: string): boolean {
   return draft.trimStart().startsWith("/");
 }
 
-/**
- * @typedef {{label: string, detail?: string, insert: string}} Option
- * @typedef {{kind: "flags" | "ids", options: Option[], from: number}} Completion
- *   `from`: where in the draft the token being completed starts; choosing an
- *   option replaces draft[from..] with option.insert.
- */
+export interface Option {
+  label: string;
+  detail?: string;
+  insert: string;
+}
+
+export interface Completion {
+  kind: "flags" | "ids";
+  options: Option[];
+  /** Where in the draft the token being completed starts; choosing an option replaces draft[from..] with option.insert. */
+  from: number;
+}
+
+export interface SessionChoice {
+  session_id: string;
+  title?: string;
+}
 
 // "/sessions read" with any whitespace (none included) between the words,
 // after optional leading whitespace.
@@ -34,17 +43,13 @@ const READ_PREFIX = /^\s*\/sessions\s*read(?=\s|$)/;
  *   flag waits for its value.
  * Trailing whitespace of the draft is significant only as "the last token
  * is complete".
- * @param {string} draft
- * @param {{session_id: string, title?: string}[]} sessions
- * @returns {Completion | null}
  */
-export function completeSessionsRead(draft, sessions = []) {
+export function completeSessionsRead(draft: string, sessions: SessionChoice[] = []): Completion | null {
   const prefix = READ_PREFIX.exec(draft);
   if (!prefix) return null;
   const rest = draft.slice(prefix[0].length);
   if (!/^\s/.test(rest)) return null;  // "/sessions read" itself: no id yet
-  /** @type {{text: string, start: number}[]} */
-  const tokens = [];
+  const tokens: { text: string; start: number }[] = [];
   for (const m of rest.matchAll(/\S+/g)) tokens.push({ text: m[0], start: prefix[0].length + (m.index ?? 0) });
   const endsWithSpace = /\s$/.test(draft);
   if (tokens.length === 0) {
@@ -68,7 +73,7 @@ export function completeSessionsRead(draft, sessions = []) {
   const previous = settled.length > 0 ? settled[settled.length - 1].text : null;
   if (previous && READ_FLAGS.includes(previous)) return null;
   const used = new Set(settled.map((t) => t.text));
-  const options = READ_FLAGS.filter((f) => !used.has(f) && f.startsWith(partial) && f !== partial).map((f) => ({
+  const options: Option[] = READ_FLAGS.filter((f) => !used.has(f) && f.startsWith(partial) && f !== partial).map((f) => ({
     label: f,
     detail: f === "--offset" ? "first block to read" : "how many blocks",
     insert: f + " ",
@@ -79,13 +84,7 @@ export function completeSessionsRead(draft, sessions = []) {
   return options.length > 0 ? { kind: "flags", options, from } : null;
 }
 
-/**
- * @param {string} typed
- * @param {number} from
- * @param {{session_id: string, title?: string}[]} sessions
- * @returns {Completion | null}
- */
-function idCompletion(typed, from, sessions) {
+function idCompletion(typed: string, from: number, sessions: SessionChoice[]): Completion | null {
   const needle = typed.toLowerCase();
   const options = sessions
     .filter((s) => s.session_id !== typed)
@@ -98,21 +97,21 @@ function idCompletion(typed, from, sessions) {
 /**
  * The draft after choosing `option` of `completion`: the token being
  * completed is replaced; a flag is followed by one space, for its value.
- * @param {string} draft
- * @param {Completion} completion
- * @param {Option} option
  */
-export function applyCompletion(draft, completion, option) {
+export function applyCompletion(draft: string, completion: Completion, option: Option): string {
   let head = draft.slice(0, completion.from);
   if (head.length > 0 && !/\s$/.test(head)) head += " ";
   return head + option.insert;
 }
 
-/**
- * The slash commands the `/` menu offers.
- * @type {{name: string, usage: string, insert: string}[]}
- */
-export const COMMANDS = [
+export interface Command {
+  name: string;
+  usage: string;
+  insert: string;
+}
+
+/** The slash commands the `/` menu offers. */
+export const COMMANDS: Command[] = [
   { name: "/sessions status", usage: "/sessions status [SESSION_ID] [--recent N]", insert: "/sessions status " },
   { name: "/sessions read", usage: "/sessions read SESSION_ID [--offset N] [--limit N]", insert: "/sessions read " },
   { name: "/sessions create", usage: "/sessions create PROMPT [--preset ID] …", insert: "/sessions create " },
@@ -122,9 +121,8 @@ export const COMMANDS = [
 /**
  * The `/` menu: the commands matching a draft that is only a partial
  * command name ("/", "/se", "/sessions r"), else null.
- * @param {string} draft
  */
-export function commandMenu(draft) {
+export function commandMenu(draft: string): Command[] | null {
   const typed = draft.trimStart().replace(/\s+/g, " ");
   if (!typed.startsWith("/")) return null;
   const matches = COMMANDS.filter((c) => c.name.startsWith(typed) && c.name !== typed.trimEnd());

@@ -1,4 +1,3 @@
-// @ts-check
 // The conversation of one session as the browser holds it: a window of the
 // session's durable events (older pages prepended on scroll-up, live events
 // appended from the WebSocket) and the blocks derived from them. Pure
@@ -6,56 +5,75 @@
 
 import { parseLoopFrame, parseReminderFrame } from "./deliveries.js";
 
-/**
- * @typedef {{seq: number, type: string, at: number, data: any}} StoredEvent
- * @typedef {{
- *   firstSeq: number,   // the seq before the first event held (0 = the log's start)
- *   lastSeq: number,    // the seq of the last event held
- *   events: StoredEvent[],
- *   gap: boolean,       // an event arrived past a missing seq: reload the window
- * }} Conversation
- * @typedef {{kind: "user", key: string, seq: number, text: string, meta: any, mode?: string}
- *   | {kind: "assistant", key: string, seq: number, text: string}
- *   | {kind: "reasoning", key: string, seq: number, text: string}
- *   | {kind: "tool", key: string, seq: number, name: string, args: string, result?: any, error?: any}
- *   | {kind: "error", key: string, seq: number, code: string, message: string}
- *   | Receipt
- *   | LoopRun
- *   | {kind: "running", key: string, seq: number}} Block
- * @typedef {{
- *   kind: "receipt", key: string, seq: number,
- *   scheduleId: string,
- *   prompt: string | null,        // null: its create lies in an older page not loaded yet
- *   occurrenceAt: string | null,  // the create's scheduled_at (UTC RFC 3339), null likewise
- *   deliveryMode: "session-local",
- *   dispatched: boolean,          // its dispatch event is held (else only its follow-up is)
- *   followUpSeq: number | null,   // the seq of the follow-up message it queued, once held
- * }} Receipt
- * @typedef {{
- *   kind: "loop", key: string, seq: number, at: number,
- *   loopId: string,
- *   prompt: string,               // the loop's prompt, unescaped (the frame's text if it is no frame)
- *   nominalAt: number | null,     // the occurrence it delivered (Unix ms)
- * }} LoopRun
- */
+export interface StoredEvent {
+  seq: number;
+  type: string;
+  at: number;
+  // The event's payload as the host wrote it (docs/STORAGE.md); read field by field.
+  data: any;
+}
 
-/** @param {number} firstSeq the seq before the window's first event */
-export function emptyConversation(firstSeq = 0) {
-  return /** @type {Conversation} */ ({ firstSeq, lastSeq: firstSeq, events: [], gap: false });
+export interface Conversation {
+  /** The seq before the first event held (0 = the log's start). */
+  firstSeq: number;
+  /** The seq of the last event held. */
+  lastSeq: number;
+  events: StoredEvent[];
+  /** An event arrived past a missing seq: reload the window. */
+  gap: boolean;
+}
+
+export interface Receipt {
+  kind: "receipt";
+  key: string;
+  seq: number;
+  scheduleId: string;
+  /** null: its create lies in an older page not loaded yet. */
+  prompt: string | null;
+  /** The create's scheduled_at (UTC RFC 3339), null likewise. */
+  occurrenceAt: string | null;
+  deliveryMode: "session-local";
+  /** Its dispatch event is held (else only its follow-up is). */
+  dispatched: boolean;
+  /** The seq of the follow-up message it queued, once held. */
+  followUpSeq: number | null;
+}
+
+export interface LoopRun {
+  kind: "loop";
+  key: string;
+  seq: number;
+  at: number;
+  loopId: string;
+  /** The loop's prompt, unescaped (the frame's text if it is no frame). */
+  prompt: string;
+  /** The occurrence it delivered (Unix ms). */
+  nominalAt: number | null;
+}
+
+export type Block =
+  | { kind: "user"; key: string; seq: number; text: string; meta: any; mode?: string }
+  | { kind: "assistant"; key: string; seq: number; text: string }
+  | { kind: "reasoning"; key: string; seq: number; text: string }
+  | { kind: "tool"; key: string; seq: number; name: string; args: string; result?: unknown; error?: any }
+  | { kind: "error"; key: string; seq: number; code: string; message: string }
+  | Receipt
+  | LoopRun
+  | { kind: "running"; key: string; seq: number };
+
+/** `firstSeq`: the seq before the window's first event. */
+export function emptyConversation(firstSeq = 0): Conversation {
+  return { firstSeq, lastSeq: firstSeq, events: [], gap: false };
 }
 
 /**
  * Appends events after lastSeq, in order. An event already held (seq <=
  * lastSeq, e.g. repeated after a reconnect) is ignored; one past a missing
  * seq marks a gap and is not taken.
- * @param {Conversation} c
- * @param {StoredEvent[]} events
- * @returns {Conversation}
  */
-export function appendEvents(c, events) {
+export function appendEvents(c: Conversation, events: StoredEvent[]): Conversation {
   let lastSeq = c.lastSeq;
-  /** @type {StoredEvent[]} */
-  const taken = [];
+  const taken: StoredEvent[] = [];
   let gap = c.gap;
   for (const e of events) {
     if (e.seq <= lastSeq) continue;
@@ -71,13 +89,10 @@ export function appendEvents(c, events) {
 }
 
 /**
- * Prepends an older page: the events with seq in (newFirst, firstSeq].
- * @param {Conversation} c
- * @param {StoredEvent[]} older
- * @param {number} newFirst the seq before the page's first event
- * @returns {Conversation}
+ * Prepends an older page: the events with seq in (newFirst, firstSeq];
+ * `newFirst` is the seq before the page's first event.
  */
-export function prependEvents(c, older, newFirst) {
+export function prependEvents(c: Conversation, older: StoredEvent[], newFirst: number): Conversation {
   const page = older.filter((e) => e.seq > newFirst && e.seq <= c.firstSeq);
   return { ...c, firstSeq: Math.min(newFirst, c.firstSeq), events: page.concat(c.events) };
 }
@@ -106,16 +121,11 @@ export function prependEvents(c, older, newFirst) {
  *
  * A loop's delivery (`meta.origin: "loop"`) is a `loop` block with the
  * prompt taken out of its `<loop>` frame.
- * @param {StoredEvent[]} events
- * @returns {Block[]}
  */
-export function blocksOf(events) {
-  /** @type {Block[]} */
-  const blocks = [];
-  /** @type {Map<string, number>} call_id -> index in blocks */
-  const calls = new Map();
-  /** @type {Map<string, any>} schedule id -> its latest create's record */
-  const creates = new Map();
+export function blocksOf(events: StoredEvent[]): Block[] {
+  const blocks: Block[] = [];
+  const calls = new Map<string, number>(); // call_id -> index in blocks
+  const creates = new Map<string, any>(); // schedule id -> its latest create's record
   let open = false;
   for (const e of events) {
     const key = "e" + e.seq;
@@ -152,7 +162,7 @@ export function blocksOf(events) {
           const at = findLast(blocks, (b) => b.kind === "receipt" && b.scheduleId === id && b.followUpSeq === null);
           const occurrence = typeof meta.occurrence_at === "string" ? meta.occurrence_at : frame?.occurrenceAt ?? null;
           if (at >= 0) {
-            const r = /** @type {Receipt} */ (blocks[at]);
+            const r = blocks[at] as Receipt;
             blocks[at] = {
               ...r,
               followUpSeq: e.seq,
@@ -206,7 +216,7 @@ export function blocksOf(events) {
           const made = creates.get(id);
           const early = findLast(blocks, (b) => b.kind === "receipt" && b.scheduleId === id && !b.dispatched);
           if (early >= 0) {  // its follow-up came first
-            const r = /** @type {Receipt} */ (blocks[early]);
+            const r = blocks[early] as Receipt;
             blocks[early] = { ...r, dispatched: true, prompt: r.prompt ?? made?.prompt ?? null };
             break;
           }
@@ -232,13 +242,8 @@ export function blocksOf(events) {
   return blocks;
 }
 
-/**
- * The index of the last element matching `pred`, or -1.
- * @template T
- * @param {T[]} xs
- * @param {(x: T) => boolean} pred
- */
-function findLast(xs, pred) {
+/** The index of the last element matching `pred`, or -1. */
+function findLast<T>(xs: T[], pred: (x: T) => boolean): number {
   for (let i = xs.length - 1; i >= 0; i--) if (pred(xs[i])) return i;
   return -1;
 }
@@ -247,11 +252,8 @@ function findLast(xs, pred) {
  * The block that shows the event `seq`: the one with that seq, or the
  * reminder card its follow-up joined; else the first block after it (an
  * event that is no block of its own, such as a turn's start).
- * @param {Block[]} blocks
- * @param {number} seq
- * @returns {Block | null}
  */
-export function blockOfSeq(blocks, seq) {
+export function blockOfSeq(blocks: Block[], seq: number): Block | null {
   for (const b of blocks) {
     if (b.kind === "running") continue;
     if (b.seq === seq || (b.kind === "receipt" && b.followUpSeq === seq)) return b;
@@ -263,36 +265,27 @@ export function blockOfSeq(blocks, seq) {
  * The answer being written: the deltas (docs/API.md, the stream's "delta"
  * messages) joined by kind. Not part of the record: the next committed
  * answer event replaces it.
- * @typedef {{text: string, reasoning: string}} Pending
  */
+export interface Pending {
+  text: string;
+  reasoning: string;
+}
 
-/** @returns {Pending} */
-export function noPending() {
+export function noPending(): Pending {
   return { text: "", reasoning: "" };
 }
 
-/**
- * @param {Pending} p
- * @param {{kind: string, text: string}} delta
- * @returns {Pending}
- */
-export function addDelta(p, delta) {
+export function addDelta(p: Pending, delta: { kind: string; text: string }): Pending {
   return delta.kind === "reasoning" ? { ...p, reasoning: p.reasoning + delta.text } : { ...p, text: p.text + delta.text };
 }
 
-/**
- * True for the events that stand for what the deltas were showing.
- * @param {StoredEvent} e
- */
-export function endsPending(e) {
+/** True for the events that stand for what the deltas were showing. */
+export function endsPending(e: StoredEvent): boolean {
   return e.type === "message/assistant" || e.type === "message/reasoning" || e.type === "tool/call" || e.type === "turn/end";
 }
 
-/**
- * Pretty JSON for a tool's arguments (a JSON string) or result (a value).
- * @param {unknown} value
- */
-export function prettyJson(value) {
+/** Pretty JSON for a tool's arguments (a JSON string) or result (a value). */
+export function prettyJson(value: unknown): string {
   if (typeof value === "string") {
     try {
       return JSON.stringify(JSON.parse(value), null, 2);

@@ -1,35 +1,55 @@
-// @ts-check
 // The words of run outcomes and of the activity inbox (issue 29): what a
 // loop run or a reminder dispatch started and how that turn ended, the
 // unread counts, and which new items the browser announces. Pure functions,
 // tested with node --test (web/test/).
 
-/**
- * @typedef {{code: string, message: string}} OutcomeError
- * @typedef {{status: "none" | "pending" | "running" | "completed" | "error" | "cancelled",
- *   error?: OutcomeError, session_id?: string, seq?: number}} Outcome
- * @typedef {{input_tokens?: number, output_tokens?: number}} Tokens
- * @typedef {{id: number, at: number, kind: "loop_run" | "reminder" | "agent_message",
- *   loop_id?: string, schedule_id?: string, session_id?: string, seq?: number, title?: string,
- *   summary?: string, outcome: Outcome, started_at?: number, ended_at?: number,
- *   duration_ms?: number, tokens?: Tokens, read: boolean}} ActivityItem
- */
+export interface OutcomeError {
+  code: string;
+  message: string;
+}
 
-/**
- * True when the delivery failed or the turn it started ended in an error.
- * @param {Outcome | undefined} o
- */
-export function isFailed(o) {
+export interface Outcome {
+  status: "none" | "pending" | "running" | "completed" | "error" | "cancelled";
+  error?: OutcomeError;
+  session_id?: string;
+  seq?: number;
+}
+
+export interface Tokens {
+  input_tokens?: number;
+  output_tokens?: number;
+}
+
+export interface ActivityItem {
+  id: number;
+  at: number;
+  kind: "loop_run" | "reminder" | "agent_message";
+  loop_id?: string;
+  schedule_id?: string;
+  session_id?: string;
+  seq?: number;
+  title?: string;
+  summary?: string;
+  outcome: Outcome;
+  started_at?: number;
+  ended_at?: number;
+  duration_ms?: number;
+  tokens?: Tokens;
+  read: boolean;
+}
+
+export type Tone = "ok" | "bad" | "busy" | "quiet";
+
+/** True when the delivery failed or the turn it started ended in an error. */
+export function isFailed(o: Outcome | undefined): boolean {
   return !!o && (o.status === "error" || (o.status === "none" && !!o.error));
 }
 
 /**
  * An outcome in words and the tone its colour comes from (style.css
  * `.outcome.TONE`): `ok`, `bad`, `busy` or `quiet`.
- * @param {Outcome | undefined} o
- * @returns {{text: string, tone: "ok" | "bad" | "busy" | "quiet"}}
  */
-export function outcomeWords(o) {
+export function outcomeWords(o: Outcome | undefined): { text: string; tone: Tone } {
   switch (o?.status) {
     case "completed":
       return { text: "completed", tone: "ok" };
@@ -48,20 +68,14 @@ export function outcomeWords(o) {
   }
 }
 
-/**
- * The error of a failed outcome as one line: "model_unavailable: the model …".
- * @param {Outcome | undefined} o
- */
-export function outcomeError(o) {
+/** The error of a failed outcome as one line: "model_unavailable: the model …". */
+export function outcomeError(o: Outcome | undefined): string {
   if (!o?.error) return "";
   return o.error.message ? `${o.error.code}: ${o.error.message}` : o.error.code;
 }
 
-/**
- * "1.2 s", "45 s", "3 min 4 s", "2 h 5 min"; "" when unknown.
- * @param {number | undefined} ms
- */
-export function durationMs(ms) {
+/** "1.2 s", "45 s", "3 min 4 s", "2 h 5 min"; "" when unknown. */
+export function durationMs(ms: number | undefined): string {
   if (typeof ms !== "number" || !Number.isFinite(ms) || ms < 0) return "";
   if (ms < 1000) return `${Math.round(ms)} ms`;
   if (ms < 10_000) return `${(ms / 1000).toFixed(1)} s`;
@@ -71,27 +85,19 @@ export function durationMs(ms) {
   return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
 }
 
-/**
- * "1,200 in · 35 out tokens"; "" when the provider reported none.
- * @param {Tokens | undefined} t
- */
-export function tokenWords(t) {
+/** "1,200 in · 35 out tokens"; "" when the provider reported none. */
+export function tokenWords(t: Tokens | undefined): string {
   if (!t || (typeof t.input_tokens !== "number" && typeof t.output_tokens !== "number")) return "";
-  const n = (/** @type {number | undefined} */ x) => (typeof x === "number" ? x.toLocaleString("en-US") : "?");
+  const n = (x: number | undefined) => (typeof x === "number" ? x.toLocaleString("en-US") : "?");
   return `${n(t.input_tokens)} in · ${n(t.output_tokens)} out tokens`;
 }
 
-/** @param {ActivityItem["kind"]} kind */
-export function kindWords(kind) {
+export function kindWords(kind: ActivityItem["kind"]): string {
   return kind === "loop_run" ? "Loop run" : kind === "reminder" ? "Reminder" : "Message from an agent";
 }
 
-/**
- * "just now", "5 min ago", "3 h ago", "2 days ago".
- * @param {number} at Unix ms
- * @param {number} now Unix ms
- */
-export function ago(at, now) {
+/** "just now", "5 min ago", "3 h ago", "2 days ago"; `at` and `now` in Unix ms. */
+export function ago(at: number, now: number): string {
   const s = Math.round((now - at) / 1000);
   if (s < 45) return "just now";
   if (s < 3600) return `${Math.max(1, Math.round(s / 60))} min ago`;
@@ -100,20 +106,16 @@ export function ago(at, now) {
   return d === 1 ? "1 day ago" : `${d} days ago`;
 }
 
-/**
- * The page's title: `(N) dsh` while anything is unread.
- * @param {number} unread
- */
-export function pageTitle(unread) {
+/** The page's title: `(N) dsh` while anything is unread. */
+export function pageTitle(unread: number): string {
   return unread > 0 ? `(${unread}) dsh` : "dsh";
 }
 
 /**
  * Where an item opens: its session scrolled to the event (`#/s/ID/SEQ`),
  * or the session alone; null without a session.
- * @param {{session_id?: string, seq?: number}} item
  */
-export function itemHref(item) {
+export function itemHref(item: { session_id?: string; seq?: number }): string | null {
   if (!item.session_id) return null;
   const s = `#/s/${encodeURIComponent(item.session_id)}`;
   return typeof item.seq === "number" && item.seq > 0 ? `${s}/${item.seq}` : s;
@@ -124,25 +126,25 @@ export function itemHref(item) {
  * those with the same id, older items already loaded stay (newest first,
  * each id once). `page` is complete down to its own oldest id, so a loaded
  * item newer than that and missing from it no longer matches the filter.
- * @param {ActivityItem[]} held
- * @param {ActivityItem[]} page newest first
- * @param {boolean} pageIsAll the page holds every item (there is no `next`)
+ * `page` is newest first; `pageIsAll`: the page holds every item (there is
+ * no `next`).
  */
-export function mergeNewest(held, page, pageIsAll) {
+export function mergeNewest(held: ActivityItem[], page: ActivityItem[], pageIsAll: boolean): ActivityItem[] {
   if (pageIsAll || page.length === 0) return page;
   const oldest = page[page.length - 1].id;
   const older = held.filter((i) => i.id < oldest);
   return page.concat(older);
 }
 
-/**
- * Appends an older page (after "Show older"), each id once.
- * @param {ActivityItem[]} held
- * @param {ActivityItem[]} older
- */
-export function appendOlder(held, older) {
+/** Appends an older page (after "Show older"), each id once. */
+export function appendOlder(held: ActivityItem[], older: ActivityItem[]): ActivityItem[] {
   const ids = new Set(held.map((i) => i.id));
   return held.concat(older.filter((i) => !ids.has(i.id)));
+}
+
+export interface AnnounceState {
+  newestId: number;
+  announced: Set<number>;
 }
 
 /**
@@ -152,20 +154,20 @@ export function appendOlder(held, older) {
  * once when it is seen failed (a run first seen waiting, then failing, is
  * announced when it fails). Returns the items to announce and the state to
  * keep; re-reading the same items (a reconnect) announces nothing again.
- * @typedef {{newestId: number, announced: Set<number>}} AnnounceState
- * @param {AnnounceState | null} state null to start
- * @param {ActivityItem[]} items the newest items, newest first
- * @param {"failed" | "every"} mode
- * @returns {{announce: ActivityItem[], state: AnnounceState}}
+ * `state` is null to start; `items` are the newest items, newest first.
  */
-export function toAnnounce(state, items, mode) {
+export function toAnnounce(
+  state: AnnounceState | null,
+  items: ActivityItem[],
+  mode: "failed" | "every",
+): { announce: ActivityItem[]; state: AnnounceState } {
   const newest = items.reduce((m, i) => Math.max(m, i.id), 0);
   if (!state) {
     const announced = new Set(items.filter((i) => isFailed(i.outcome)).map((i) => i.id));
     return { announce: [], state: { newestId: newest, announced } };
   }
   const announced = new Set(state.announced);
-  const announce = [];
+  const announce: ActivityItem[] = [];
   for (const i of [...items].reverse()) {  // oldest first
     if (announced.has(i.id)) continue;
     if (mode === "every" ? i.id > state.newestId : isFailed(i.outcome)) {
@@ -176,11 +178,8 @@ export function toAnnounce(state, items, mode) {
   return { announce, state: { newestId: Math.max(state.newestId, newest), announced } };
 }
 
-/**
- * The title and body of an announcement.
- * @param {ActivityItem} item
- */
-export function announcement(item) {
+/** The title and body of an announcement. */
+export function announcement(item: ActivityItem): { title: string; body: string } {
   const what = outcomeWords(item.outcome).text;
   const where = item.title ? ` — ${item.title}` : "";
   const body = isFailed(item.outcome) ? outcomeError(item.outcome) || item.summary || "" : item.summary || "";

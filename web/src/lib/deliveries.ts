@@ -1,19 +1,16 @@
-// @ts-check
 // Deliveries a person can read (issue 29): the messages a loop or a reminder
 // puts in a session are frames meant for the model (docs/LOOPS.md,
 // docs/REMINDERS.md); the browser shows their prompt instead, and never
 // shows a frame as a session's title.
 
-/** @type {Record<string, string>} */
-const ENTITIES = { lt: "<", gt: ">", amp: "&", quot: '"', apos: "'" };
+const ENTITIES: Record<string, string> = { lt: "<", gt: ">", amp: "&", quot: '"', apos: "'" };
 
 /**
  * The text of XML character data: the five named entities and numeric
  * references; anything else is left as it is.
- * @param {string} s
  */
-export function unescapeXml(s) {
-  return s.replace(/&(lt|gt|amp|quot|apos|#\d+|#x[0-9a-fA-F]+);/g, (whole, name) => {
+export function unescapeXml(s: string): string {
+  return s.replace(/&(lt|gt|amp|quot|apos|#\d+|#x[0-9a-fA-F]+);/g, (whole: string, name: string) => {
     if (name[0] !== "#") return ENTITIES[name];
     const code = name[1] === "x" ? parseInt(name.slice(2), 16) : parseInt(name.slice(1), 10);
     try {
@@ -25,21 +22,16 @@ export function unescapeXml(s) {
 }
 
 /**
- * A loop delivery's frame: `<loop>\n  <loop_id>ID</loop_id>\n  <prompt>ESCAPED</prompt>\n</loop>`.
- * @param {string} text
- * @returns {{loopId: string, prompt: string} | null} null when `text` is not one
+ * A loop delivery's frame: `<loop>\n  <loop_id>ID</loop_id>\n  <prompt>ESCAPED</prompt>\n</loop>`;
+ * null when `text` is not one.
  */
-export function parseLoopFrame(text) {
+export function parseLoopFrame(text: string): { loopId: string; prompt: string } | null {
   const m = /^\s*<loop>\s*<loop_id>([^<]*)<\/loop_id>\s*<prompt>([^<]*)<\/prompt>\s*<\/loop>\s*$/.exec(text);
   return m ? { loopId: unescapeXml(m[1]), prompt: unescapeXml(m[2]) } : null;
 }
 
-/**
- * A JSON string literal at the start of `s`.
- * @param {string} s
- * @returns {{value: string, rest: string} | null}
- */
-function jsonStringAt(s) {
+/** A JSON string literal at the start of `s`. */
+function jsonStringAt(s: string): { value: string; rest: string } | null {
   const m = /^"(?:[^"\\\n]|\\.)*"/.exec(s);
   if (!m) return null;
   try {
@@ -52,10 +44,8 @@ function jsonStringAt(s) {
 /**
  * A reminder's follow-up frame (docs/REMINDERS.md, "Delivery"):
  * `[SCHEDULE REMINDER] schedule_id: "ID" occurrence_at: INSTANT prompt: "PROMPT"`.
- * @param {string} text
- * @returns {{scheduleId: string, occurrenceAt: string, prompt: string} | null}
  */
-export function parseReminderFrame(text) {
+export function parseReminderFrame(text: string): { scheduleId: string; occurrenceAt: string; prompt: string } | null {
   const head = /^\[SCHEDULE REMINDER\] schedule_id: /.exec(text);
   if (!head) return null;
   const id = jsonStringAt(text.slice(head[0].length));
@@ -73,10 +63,8 @@ export function parseReminderFrame(text) {
  * their fallback title, possibly cut off and with its line breaks folded:
  * those show the frame's prompt, or "Loop run" / "Reminder" when the prompt
  * did not survive the cut.
- * @param {string | undefined | null} title
- * @returns {string | undefined}
  */
-export function displayTitle(title) {
+export function displayTitle(title: string | undefined | null): string | undefined {
   if (typeof title !== "string") return undefined;
   if (/^\s*<loop>/.test(title)) {
     const m = /<prompt>([^<]*)<\/prompt>/.exec(title);

@@ -1,28 +1,51 @@
 // The automation panel's and the composer's words for loops (spec 000 §4, §8):
 // derived from a LoopView and the clock only, never from replaying events.
 
-/** @typedef {{kind: "every", every_seconds: number} | {kind: "after", after_seconds: number} | {kind: "cron", expr: string, tz?: string}} LoopSchedule */
-/**
- * @typedef {{loop_id: string, prompt: string, schedule: LoopSchedule, session_id: string,
- *   created_by_session_id?: string, created_at: number, next_at?: number, last_run_at?: number,
- *   last_result?: "delivered" | "failed", last_error?: string,
- *   state: "scheduled" | "running" | "overdue" | "completed" | "failed",
- *   health?: "ok" | "failing" | "unknown", last_outcome?: import("./activity.js").Outcome}} LoopView
- * @typedef {{id: string, prompt: string, scheduled_at: string, state: "scheduled" | "overdue" | string}} Reminder
- */
+import type { Outcome } from "./activity.js";
 
-export const UNITS = [
+export type LoopSchedule =
+  | { kind: "every"; every_seconds: number }
+  | { kind: "after"; after_seconds: number }
+  | { kind: "cron"; expr: string; tz?: string };
+
+export interface LoopView {
+  loop_id: string;
+  prompt: string;
+  schedule: LoopSchedule;
+  session_id: string;
+  created_by_session_id?: string;
+  created_at: number;
+  next_at?: number;
+  last_run_at?: number;
+  last_result?: "delivered" | "failed";
+  last_error?: string;
+  state: "scheduled" | "running" | "overdue" | "completed" | "failed";
+  health?: "ok" | "failing" | "unknown";
+  last_outcome?: Outcome;
+}
+
+export interface Reminder {
+  id: string;
+  prompt: string;
+  scheduled_at: string;
+  state: "scheduled" | "overdue" | string;
+}
+
+export interface Unit {
+  name: string;
+  short: string;
+  seconds: number;
+}
+
+export const UNITS: Unit[] = [
   { name: "seconds", short: "s", seconds: 1 },
   { name: "minutes", short: "min", seconds: 60 },
   { name: "hours", short: "h", seconds: 3600 },
   { name: "days", short: "d", seconds: 86400 },
 ];
 
-/**
- * "5 min", "2 h", "90 s": the largest unit that divides the duration.
- * @param {number} seconds
- */
-export function durationWords(seconds) {
+/** "5 min", "2 h", "90 s": the largest unit that divides the duration. */
+export function durationWords(seconds: number): string {
   for (const u of [...UNITS].reverse()) {
     if (seconds >= u.seconds && seconds % u.seconds === 0) {
       const n = seconds / u.seconds;
@@ -32,23 +55,16 @@ export function durationWords(seconds) {
   return `${seconds} s`;
 }
 
-/**
- * The largest unit that divides `seconds`, for editing: {amount, unit}.
- * @param {number} seconds
- */
-export function splitDuration(seconds) {
+/** The largest unit that divides `seconds`, for editing: {amount, unit}. */
+export function splitDuration(seconds: number): { amount: number; unit: string } {
   for (const u of [...UNITS].reverse()) {
     if (seconds >= u.seconds && seconds % u.seconds === 0) return { amount: seconds / u.seconds, unit: u.name };
   }
   return { amount: seconds, unit: "seconds" };
 }
 
-/**
- * Seconds from an amount in a unit; NaN when the amount is not a number.
- * @param {string | number} amount
- * @param {string} unit
- */
-export function toSeconds(amount, unit) {
+/** Seconds from an amount in a unit; NaN when the amount is not a number. */
+export function toSeconds(amount: string | number, unit: string): number {
   const u = UNITS.find((x) => x.name === unit) ?? UNITS[0];
   const n = Number(String(amount).trim());
   return String(amount).trim() === "" ? NaN : n * u.seconds;
@@ -57,10 +73,8 @@ export function toSeconds(amount, unit) {
 /**
  * The schedule in words. A cron rule needs its English description from the
  * host (GET /api/cron/preview); without it the expression is shown.
- * @param {LoopSchedule} s
- * @param {string | undefined} cronDescription
  */
-export function scheduleWords(s, cronDescription) {
+export function scheduleWords(s: LoopSchedule, cronDescription: string | undefined): string {
   switch (s.kind) {
     case "every":
       return `every ${durationWords(s.every_seconds)}`;
@@ -74,14 +88,13 @@ export function scheduleWords(s, cronDescription) {
 }
 
 /**
- * "in 4 min 3 s", "in 2 h 5 min", "in 3 days 0 h", "now", "5 s ago".
- * @param {number} nextAt Unix ms
- * @param {number} now Unix ms
+ * "in 4 min 3 s", "in 2 h 5 min", "in 3 days 0 h", "now", "5 s ago";
+ * `nextAt` and `now` in Unix ms.
  */
-export function countdown(nextAt, now) {
+export function countdown(nextAt: number, now: number): string {
   const ms = nextAt - now;
   const s = Math.round(Math.abs(ms) / 1000);
-  let text;
+  let text: string;
   if (s < 60) text = `${s} s`;
   else if (s < 3600) text = `${Math.floor(s / 60)} min ${s % 60} s`;
   else if (s < 86400) text = `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
@@ -96,22 +109,17 @@ export function countdown(nextAt, now) {
 /**
  * Where a loop delivers, for people: the global interface, a fresh session
  * each run, or a session by its durable title (its id when it has none).
- * @param {string} target LoopView.session_id
- * @param {Map<string, string | undefined>} titles session id -> title
+ * `target` is a LoopView.session_id; `titles` maps session id -> title.
  */
-export function targetWords(target, titles) {
+export function targetWords(target: string, titles: Map<string, string | undefined>): string {
   if (target === "self") return "Global interface";
   if (target === "new") return "Fresh session each run";
   return titles.get(target) || target;
 }
 
-/**
- * The composer's compact status of one session's loops.
- * @param {LoopView[]} loops
- * @returns {{count: number, nextAt: number | null, overdue: number, failed: number}}
- */
-export function loopSummary(loops) {
-  let nextAt = null;
+/** The composer's compact status of one session's loops. */
+export function loopSummary(loops: LoopView[]): { count: number; nextAt: number | null; overdue: number; failed: number } {
+  let nextAt: number | null = null;
   let overdue = 0;
   let failed = 0;
   for (const l of loops) {
@@ -126,9 +134,8 @@ export function loopSummary(loops) {
  * True when a loop's last run went wrong: its delivery failed or the turn it
  * started ended in an error (issue 29's `health`; an older host without
  * `health` is judged by its delivery result).
- * @param {LoopView} l
  */
-export function isFailing(l) {
+export function isFailing(l: LoopView): boolean {
   return l.health === "failing" || l.state === "failed";
 }
 
@@ -137,11 +144,12 @@ export function isFailing(l) {
  * "2 loops · 1 reminder" (the words), the nearest next run of either, and
  * how many loops are failing or overdue and how many reminders overdue.
  * `reminders` is null on a host without reminders.
- * @param {LoopView[]} loops
- * @param {Reminder[] | null} reminders
  */
-export function automationSummary(loops, reminders) {
-  const counts = [];
+export function automationSummary(
+  loops: LoopView[],
+  reminders: Reminder[] | null,
+): { words: string; nextAt: number | null; failing: number; overdue: number; overdueReminders: number } {
+  const counts: string[] = [];
   if (loops.length > 0) counts.push(loops.length === 1 ? "1 loop" : `${loops.length} loops`);
   const r = reminders ?? [];
   if (r.length > 0) counts.push(r.length === 1 ? "1 reminder" : `${r.length} reminders`);

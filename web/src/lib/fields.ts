@@ -13,15 +13,18 @@ const MODEL_CODES = new Set([
 ]);
 
 /**
- * @param {{code?: string, message?: string}} error
- * @param {string[]} fields the form's fields, by their API names
- * @param {Record<string, string>} [byCode] the field of errors whose message names none
- * @returns {string | undefined} the field, or undefined for a form-wide error
+ * The field of `fields` (the form's fields, by their API names) that `error`
+ * belongs to, or undefined for a form-wide error. `byCode`: the field of
+ * errors whose message names none.
  */
-export function fieldOfError(error, fields, byCode = {}) {
+export function fieldOfError(
+  error: { code?: string; message?: string } | null | undefined,
+  fields: string[],
+  byCode: Record<string, string> = {},
+): string | undefined {
   const message = String(error?.message ?? "");
   // The first field named, as `field` or `field.sub`.
-  let best;
+  let best: string | undefined;
   let at = Infinity;
   for (const f of fields) {
     const i = message.search(new RegExp("`" + f.replace(/[.*+?^${}()|[\]\\]/g, "\\$&") + "[`.]"));

@@ -28,6 +28,7 @@ test("a dispatch is a receipt with its create's prompt and time; creates and del
     kind: "receipt",
     key: "e5",
     seq: 5,
+    at: 1767225600005,
     scheduleId: "schedule-1",
     prompt: "check the oven",
     occurrenceAt: "2026-01-01T00:20:00.000Z",

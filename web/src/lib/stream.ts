@@ -27,6 +27,8 @@ export interface Receipt {
   kind: "receipt";
   key: string;
   seq: number;
+  /** When it was delivered (Unix ms): its first event held. */
+  at: number;
   scheduleId: string;
   /** null: its create lies in an older page not loaded yet. */
   prompt: string | null;
@@ -52,14 +54,57 @@ export interface LoopRun {
 }
 
 export type Block =
-  | { kind: "user"; key: string; seq: number; text: string; meta: any; mode?: string }
-  | { kind: "assistant"; key: string; seq: number; text: string }
-  | { kind: "reasoning"; key: string; seq: number; text: string }
-  | { kind: "tool"; key: string; seq: number; name: string; args: string; result?: unknown; error?: any }
-  | { kind: "error"; key: string; seq: number; code: string; message: string }
+  | { kind: "user"; key: string; seq: number; at: number; text: string; meta: any; mode?: string }
+  | AnswerBlock
+  | ToolBlock
+  | TurnError
   | Receipt
   | LoopRun
   | { kind: "running"; key: string; seq: number };
+
+/**
+ * An answer or its reasoning. `partial`: the turn was stopped while it was
+ * being written, and this is what had been streamed (docs/AGENTS.md).
+ */
+export interface AnswerBlock {
+  kind: "assistant" | "reasoning";
+  key: string;
+  seq: number;
+  at: number;
+  text: string;
+  partial: boolean;
+}
+
+/** A tool call and, once it arrived, its result or error. */
+export interface ToolBlock {
+  kind: "tool";
+  key: string;
+  seq: number;
+  at: number;
+  name: string;
+  /** The call's arguments as stored (a JSON object; a JSON string from older hosts); undefined when the call is not held. */
+  args: unknown;
+  result?: unknown;
+  error?: { code?: string; message?: string };
+  /** A tool/result is held (with a result or an error). */
+  done: boolean;
+}
+
+/**
+ * A turn that ended in an error or was stopped (`code` "cancelled").
+ * `retryText`: the text of the person's message that started the turn, to
+ * send again; null when the turn was not started by one held in the window
+ * (a loop or a reminder, or an older page).
+ */
+export interface TurnError {
+  kind: "error";
+  key: string;
+  seq: number;
+  at: number;
+  code: string;
+  message: string;
+  retryText: string | null;
+}
 
 /** `firstSeq`: the seq before the window's first event. */
 export function emptyConversation(firstSeq = 0): Conversation {
@@ -121,28 +166,46 @@ export function prependEvents(c: Conversation, older: StoredEvent[], newFirst: n
  *
  * A loop's delivery (`meta.origin: "loop"`) is a `loop` block with the
  * prompt taken out of its `<loop>` frame.
+ *
+ * A turn that ended in an error carries the text of the message of the
+ * person that started it (the first `message/user` after its `turn/start`),
+ * so the page can offer to send it again.
  */
 export function blocksOf(events: StoredEvent[]): Block[] {
   const blocks: Block[] = [];
   const calls = new Map<string, number>(); // call_id -> index in blocks
   const creates = new Map<string, any>(); // schedule id -> its latest create's record
   let open = false;
+  let turnText: string | null = null;  // the person's message that started the open turn
+  let turnHasMessage = false;
   for (const e of events) {
     const key = "e" + e.seq;
     const d = e.data ?? {};
     switch (e.type) {
       case "turn/start":
         open = true;
+        turnText = null;
+        turnHasMessage = false;
         break;
       case "turn/end":
         open = false;
         if (d.status === "error") {
-          blocks.push({ kind: "error", key, seq: e.seq, code: d.error?.code ?? "error", message: d.error?.message ?? "" });
+          blocks.push({
+            kind: "error",
+            key,
+            seq: e.seq,
+            at: e.at,
+            code: d.error?.code ?? "error",
+            message: d.error?.message ?? "",
+            retryText: turnText,
+          });
         }
         break;
       case "message/user": {
         const text = String(d.text ?? "");
         const meta = d.meta ?? null;
+        const first = open && !turnHasMessage;
+        turnHasMessage = turnHasMessage || open;
         if (meta?.origin === "loop") {
           const frame = parseLoopFrame(text);
           blocks.push({
@@ -172,6 +235,7 @@ export function blocksOf(events: StoredEvent[]): Block[] {
           } else {
             blocks.push({
               kind: "receipt",
+              at: e.at,
               key,
               seq: e.seq,
               scheduleId: id,
@@ -184,26 +248,42 @@ export function blocksOf(events: StoredEvent[]): Block[] {
           }
           break;
         }
-        blocks.push({ kind: "user", key, seq: e.seq, text, meta, mode: d.mode });
+        if (first) turnText = text;
+        blocks.push({ kind: "user", key, seq: e.seq, at: e.at, text, meta, mode: d.mode });
         break;
       }
       case "message/assistant":
-        blocks.push({ kind: "assistant", key, seq: e.seq, text: String(d.text ?? "") });
-        break;
       case "message/reasoning":
-        blocks.push({ kind: "reasoning", key, seq: e.seq, text: String(d.text ?? "") });
+        blocks.push({
+          kind: e.type === "message/assistant" ? "assistant" : "reasoning",
+          key,
+          seq: e.seq,
+          at: e.at,
+          text: String(d.text ?? ""),
+          partial: d.partial === true,
+        });
         break;
       case "tool/call":
         calls.set(String(d.call_id), blocks.length);
-        blocks.push({ kind: "tool", key, seq: e.seq, name: String(d.name ?? ""), args: String(d.arguments ?? "") });
+        blocks.push({ kind: "tool", key, seq: e.seq, at: e.at, name: String(d.name ?? ""), args: d.arguments, done: false });
         break;
       case "tool/result": {
         const at = calls.get(String(d.call_id));
         const block = at === undefined ? null : blocks[at];
         if (block && block.kind === "tool") {
-          blocks[at ?? 0] = { ...block, result: d.result, error: d.error };
+          blocks[at ?? 0] = { ...block, result: d.result, error: d.error, done: true };
         } else {
-          blocks.push({ kind: "tool", key, seq: e.seq, name: String(d.name ?? ""), args: "", result: d.result, error: d.error });
+          blocks.push({
+            kind: "tool",
+            key,
+            seq: e.seq,
+            at: e.at,
+            name: String(d.name ?? ""),
+            args: undefined,
+            result: d.result,
+            error: d.error,
+            done: true,
+          });
         }
         break;
       }
@@ -222,6 +302,7 @@ export function blocksOf(events: StoredEvent[]): Block[] {
           }
           blocks.push({
             kind: "receipt",
+            at: e.at,
             key,
             seq: e.seq,
             scheduleId: id,
@@ -263,20 +344,49 @@ export function blockOfSeq(blocks: Block[], seq: number): Block | null {
 
 /**
  * The answer being written: the deltas (docs/API.md, the stream's "delta"
- * messages) joined by kind. Not part of the record: the next committed
- * answer event replaces it.
+ * messages) of one model call (`afterSeq`) joined by kind. Not part of the
+ * record: the next committed answer event replaces it.
  */
 export interface Pending {
+  /** The model call the text belongs to (the deltas' `after_seq`); null before the first delta. */
+  afterSeq: number | null;
   text: string;
   reasoning: string;
 }
 
-export function noPending(): Pending {
-  return { text: "", reasoning: "" };
+export interface Delta {
+  after_seq?: number;
+  kind: string;
+  /** How many characters (UTF-16 code units) of this kind the call had streamed before this piece. */
+  offset?: number;
+  text: string;
 }
 
-export function addDelta(p: Pending, delta: { kind: string; text: string }): Pending {
-  return delta.kind === "reasoning" ? { ...p, reasoning: p.reasoning + delta.text } : { ...p, text: p.text + delta.text };
+export function noPending(): Pending {
+  return { afterSeq: null, text: "", reasoning: "" };
+}
+
+/**
+ * The pending answer with one more delta. A delta of another model call
+ * (another `after_seq`) starts afresh. A delta with an `offset` is placed by
+ * it, so a piece the page already holds (the server repeats what was
+ * streamed when a page reconnects mid-answer) is not shown twice: one that
+ * ends within the held text changes nothing, one that overlaps its end adds
+ * only the unseen rest, and one past the end (pieces were lost) is appended
+ * anyway. A delta without `offset` (an older host) is appended.
+ */
+export function addDelta(p: Pending, delta: Delta): Pending {
+  const call = typeof delta.after_seq === "number" ? delta.after_seq : p.afterSeq;
+  const base = call !== p.afterSeq && p.afterSeq !== null ? noPending() : p;
+  const key = delta.kind === "reasoning" ? "reasoning" : "text";
+  const held = base[key];
+  let add = delta.text;
+  if (typeof delta.offset === "number" && Number.isFinite(delta.offset) && delta.offset >= 0) {
+    const end = delta.offset + delta.text.length;
+    if (end <= held.length) return base === p && call === p.afterSeq ? p : { ...base, afterSeq: call };
+    if (delta.offset < held.length) add = delta.text.slice(held.length - delta.offset);
+  }
+  return { ...base, afterSeq: call, [key]: held + add };
 }
 
 /** True for the events that stand for what the deltas were showing. */
@@ -284,8 +394,13 @@ export function endsPending(e: StoredEvent): boolean {
   return e.type === "message/assistant" || e.type === "message/reasoning" || e.type === "tool/call" || e.type === "turn/end";
 }
 
-/** Pretty JSON for a tool's arguments (a JSON string) or result (a value). */
+/**
+ * Pretty JSON for a tool's arguments (a JSON object, or a JSON string as
+ * older hosts stored them) or result (a value); a string that is no JSON is
+ * shown as it is.
+ */
 export function prettyJson(value: unknown): string {
+  if (value === undefined) return "";
   if (typeof value === "string") {
     try {
       return JSON.stringify(JSON.parse(value), null, 2);

@@ -64,11 +64,19 @@ export class ScriptedModel {
     model.fail = false;
     model.reply = "All good.";
     model.calls = 0;
+    model.script = [];  // steps answered in order before `reply` (streamStep)
+    model.requests = [];  // the raw bodies of the calls, in order
+    model.held = new Set();  // responses held open (a step with `hold`)
     model.server = createHttpServer((req, res) => {
       let raw = "";
       req.on("data", (d) => (raw += d));
       req.on("end", () => {
         model.calls++;
+        model.requests.push(raw);
+        if (titleAsked(raw) === null && model.script.length > 0) {
+          streamStep(model, res, model.script.shift());
+          return;
+        }
         if (model.fail) {
           res.writeHead(500, { "Content-Type": "application/json", "Retry-After": "0" });
           res.end(JSON.stringify({ error: { message: "the test model server is down", type: "server_error" } }));
@@ -94,6 +102,63 @@ export class ScriptedModel {
     this.server.closeAllConnections();
     this.server.close();
   }
+}
+
+// One scripted answer of a ScriptedModel, streamed as an OpenAI-compatible
+// server does (reasoning as `reasoning_content`, then text, then tool calls
+// with their arguments as JSON text in fragments):
+//   {reasoning?: string, text?: string,
+//    toolCalls?: [{name: string, arguments: object}],
+//    pieces?: number,   // each of reasoning and text in this many pieces (default 3)
+//    delayMs?: number,  // between pieces (default 0)
+//    hold?: boolean,    // after the pieces, keep the response open until the client goes (a Stop)
+//    fail?: number}     // answer with this HTTP status instead
+function streamStep(model, res, step) {
+  if (step.fail) {
+    res.writeHead(step.fail, { "Content-Type": "application/json", "Retry-After": "0" });
+    res.end(JSON.stringify({ error: { message: "the scripted step fails", type: "server_error" } }));
+    return;
+  }
+  res.writeHead(200, { "Content-Type": "text/event-stream" });
+  const chunks = [{ role: "assistant", content: "" }];
+  const split = (text) => {
+    const n = Math.max(1, Math.min(step.pieces ?? 3, text.length));
+    const size = Math.ceil(text.length / n);
+    const out = [];
+    for (let i = 0; i < text.length; i += size) out.push(text.slice(i, i + size));
+    return out;
+  };
+  for (const piece of split(step.reasoning ?? "")) chunks.push({ content: null, reasoning_content: piece });
+  for (const piece of split(step.text ?? "")) chunks.push({ content: piece });
+  (step.toolCalls ?? []).forEach((call, index) => {
+    const args = JSON.stringify(call.arguments ?? {});
+    const half = Math.floor(args.length / 2);
+    chunks.push({ tool_calls: [{ index, id: `call_${model.calls}_${index}`, type: "function", function: { name: call.name, arguments: args.slice(0, half) } }] });
+    chunks.push({ tool_calls: [{ index, function: { arguments: args.slice(half) } }] });
+  });
+  let closed = false;
+  res.on("close", () => {
+    closed = true;
+    model.held.delete(res);
+  });
+  const send = (delta, finish = null) => res.write(`data: ${JSON.stringify({ choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`);
+  let i = 0;
+  const next = () => {
+    if (closed) return;
+    if (i < chunks.length) {
+      send(chunks[i++]);
+      setTimeout(next, step.delayMs ?? 0);
+      return;
+    }
+    if (step.hold) {
+      model.held.add(res);
+      return;
+    }
+    send({}, step.toolCalls?.length ? "tool_calls" : "stop");
+    res.write(`data: ${JSON.stringify({ choices: [], usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 } })}\n\n`);
+    res.end("data: [DONE]\n\n");
+  };
+  next();
 }
 
 function titleAsked(raw) {

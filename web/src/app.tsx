@@ -234,6 +234,7 @@ export function App() {
               onOpenSession={open}
               onRunning={setRunning}
               onLastSeq={setLastSeq}
+              onRetry={(text) => void api.send(current, text, "followup")}
               onFork={async (seq, text) => {
                 try {
                   const child = await api.fork(current, seq - 1);

@@ -1,4 +1,3 @@
-import MarkdownIt from "markdown-it";
 import { useEffect, useLayoutEffect, useMemo, useRef, useState } from "preact/hooks";
 import { api, streamUrl, type LoopView, type StoredEvent } from "./api";
 import { useCronDescription } from "./automation";
@@ -14,10 +13,10 @@ import {
   noPending,
   prependEvents,
   prettyJson,
+  type Block,
 } from "./lib/stream";
-
-// Model text is Markdown; raw HTML in it is shown as text, never rendered.
-const markdown = new MarkdownIt({ html: false, linkify: false, breaks: true });
+import { copyText, onMarkdownClick, renderMarkdown, useHighlighter, wantsHighlighter } from "./markdown";
+import { TimeAgo } from "./time_ago";
 
 const WINDOW = 200;  // events read when a session opens, and per older page
 
@@ -41,6 +40,8 @@ interface Props {
   loopsVersion?: number;
   commandResults: CommandResult[];
   onFork: (seq: number, text: string) => void;
+  // Sends `text` again as a new message (Retry on a failed or stopped turn).
+  onRetry: (text: string) => void;
   onOpenSession: (id: string) => void;
   onRunning: (running: boolean) => void;
   onLastSeq: (seq: number) => void;
@@ -59,6 +60,7 @@ export function Conversation({
   loopsVersion = 0,
   commandResults,
   onFork,
+  onRetry,
   onOpenSession,
   onRunning,
   onLastSeq,
@@ -79,6 +81,7 @@ export function Conversation({
     let retry: ReturnType<typeof setTimeout> | null = null;
     let attempt = 0;
     setConv(emptyConversation());
+    setPending(noPending());
     setLoading(true);
     setError(null);
     setConn("connecting");
@@ -101,7 +104,9 @@ export function Conversation({
       };
       socket.onclose = () => {
         if (closed) return;
-        setPending(noPending());
+        // The answer being written stays: after the reconnect the host sends
+        // what was streamed so far again, placed by its offset (addDelta),
+        // or the committed answer ends it.
         setConn("reconnecting");
         attempt += 1;
         retry = setTimeout(connect, Math.min(5000, 250 * 2 ** Math.min(attempt, 5)));
@@ -150,7 +155,7 @@ export function Conversation({
   useEffect(() => {
     const el = scroller.current;
     if (el && stick.current) el.scrollTop = el.scrollHeight;
-  }, [blocks, commandResults]);
+  }, [blocks, commandResults, pending]);
 
   // #/s/ID/SEQ: read back to the event when it is older than the window,
   // then scroll to its block (once per address) and highlight it.
@@ -221,23 +226,34 @@ export function Conversation({
   for (const b of blocks) {
     flushResults(b.seq - 1);
     items.push(
-      <BlockView key={b.key} block={b} onFork={onFork} sessionTimeZone={sessionTimeZone ?? null} loops={loops}
+      <BlockView key={b.key} block={b} onFork={onFork} onRetry={onRetry} sessionTimeZone={sessionTimeZone ?? null} loops={loops}
                  focused={focusBlock?.key === b.key} />,
     );
   }
   flushResults(Number.MAX_SAFE_INTEGER);
-  if (pending.reasoning || pending.text) {
-    // The answer being written, replaced by the committed one.
+  if (running && (pending.reasoning || pending.text)) {
+    // The answer being written, replaced by the committed one: its reasoning
+    // and its text apart, each saying what it is.
     const at = items.findIndex((i) => i.key === "running");
-    const node = (
-      <li key="pending" class="block assistant streaming" aria-live="polite" data-testid="streaming">
-        <div class="who">Assistant (writing…)</div>
-        {pending.reasoning && <div class="text plain muted">{pending.reasoning}</div>}
-        {pending.text && <div class="text markdown" dangerouslySetInnerHTML={{ __html: markdown.render(pending.text) }} />}
-      </li>
-    );
-    if (at >= 0) items.splice(at, 0, node);
-    else items.push(node);
+    const nodes = [];
+    if (pending.reasoning) {
+      nodes.push(
+        <li key="pending-reasoning" class="block reasoning streaming" data-testid="streaming-reasoning">
+          <div class="who">{pending.text ? "Reasoning" : "Reasoning (thinking…)"}</div>
+          <div class="text plain muted">{pending.reasoning}</div>
+        </li>,
+      );
+    }
+    if (pending.text) {
+      nodes.push(
+        <li key="pending" class="block assistant streaming" aria-live="polite" data-testid="streaming">
+          <div class="who">Assistant (writing…)</div>
+          <Markdown text={pending.text} />
+        </li>,
+      );
+    }
+    if (at >= 0) items.splice(at, 0, ...nodes);
+    else items.push(...nodes);
   }
 
   return (
@@ -260,11 +276,49 @@ export function Conversation({
   );
 }
 
-type Block = ReturnType<typeof blocksOf>[number];
+// Markdown of the model (markdown.ts): highlighted once the highlighter's
+// chunk has arrived; code blocks' Copy buttons work by delegation.
+function Markdown({ text }: { text: string }) {
+  const version = useHighlighter(wantsHighlighter(text));
+  const html = useMemo(() => renderMarkdown(text), [text, version]);
+  return <div class="text markdown" onClick={(e) => onMarkdownClick(e)} dangerouslySetInnerHTML={{ __html: html }} />;
+}
 
-function BlockView({ block, onFork, sessionTimeZone, loops, focused }: {
+// Copies a message's text (its Markdown source), and says so for a moment.
+function CopyButton({ text, label }: { text: string; label: string }) {
+  const [state, setState] = useState<"idle" | "copied" | "failed">("idle");
+  useEffect(() => {
+    if (state === "idle") return;
+    const t = setTimeout(() => setState("idle"), 1500);
+    return () => clearTimeout(t);
+  }, [state]);
+  return (
+    <button type="button" class="link copy" aria-label={label}
+            onClick={async () => setState((await copyText(text)) ? "copied" : "failed")}>
+      {state === "copied" ? "Copied" : state === "failed" ? "Copy failed" : "Copy"}
+    </button>
+  );
+}
+
+// A message's time and its copy button, at the right of its header.
+function Meta({ at, copy }: { at: number; copy?: string }) {
+  return (
+    <span class="meta">
+      <TimeAgo at={at} />
+      {copy !== undefined && <CopyButton text={copy} label="Copy message" />}
+    </span>
+  );
+}
+
+function short(text: string): string {
+  const line = text.replace(/\s+/g, " ").trim();
+  return line.length > 60 ? line.slice(0, 59) + "…" : line;
+}
+
+function BlockView({ block, onFork, onRetry, sessionTimeZone, loops, focused }: {
   block: Block;
   onFork: Props["onFork"];
+  onRetry: Props["onRetry"];
   sessionTimeZone: string | null;
   loops: Map<string, LoopView>;
   focused: boolean;
@@ -280,6 +334,7 @@ function BlockView({ block, onFork, sessionTimeZone, loops, focused }: {
           <div class="who">
             You{origin && origin !== "api" ? <span class="tag">{origin}</span> : null}
             {block.mode === "followup" ? <span class="tag">follow-up</span> : null}
+            <Meta at={block.at} copy={block.text} />
           </div>
           <div class="text plain">{block.text}</div>
           <button class="link" type="button" onClick={() => onFork(block.seq, block.text)}
@@ -290,52 +345,88 @@ function BlockView({ block, onFork, sessionTimeZone, loops, focused }: {
       );
     }
     case "assistant":
+      // A partial answer is what had been written when the turn was stopped.
       return (
-        <li class={`block assistant${f}`} data-seq={block.seq} {...mark}>
-          <div class="who">Assistant</div>
-          <div class="text markdown" dangerouslySetInnerHTML={{ __html: markdown.render(block.text) }} />
+        <li class={`block assistant${block.partial ? " partial" : ""}${f}`} data-seq={block.seq} {...mark}>
+          <div class="who">
+            Assistant
+            {block.partial && <span class="tag stopped">Stopped — partial answer</span>}
+            <Meta at={block.at} copy={block.text} />
+          </div>
+          <Markdown text={block.text} />
         </li>
       );
     case "reasoning":
       return (
         <li class={`block reasoning${f}`} data-seq={block.seq} {...mark}>
           <details>
-            <summary>Reasoning</summary>
+            <summary>
+              {block.partial ? "Reasoning (stopped — partial)" : "Reasoning"}
+              <Meta at={block.at} />
+            </summary>
             <div class="text plain">{block.text}</div>
           </details>
         </li>
       );
-    case "tool":
+    case "tool": {
+      // Arguments and result as formatted JSON, collapsed; failed in words.
+      const failed = !!block.error;
+      const state = failed ? "failed" : block.done ? "done" : "running…";
       return (
-        <li class={`block tool${f}`} data-seq={block.seq} {...mark}>
+        <li class={`block tool${failed ? " failed" : ""}${f}`} data-seq={block.seq} {...mark}>
           <details>
             <summary>
-              Tool <code>{block.name}</code>
-              {block.error ? <span class="tag bad">error</span> : block.result === undefined ? <span class="tag">…</span> : null}
+              Tool <code>{block.name}</code>{" "}
+              <span class={`tag${failed ? " bad" : ""}`}>{state}</span>
+              <Meta at={block.at} />
             </summary>
-            {block.args && <pre aria-label="Arguments">{prettyJson(block.args)}</pre>}
-            {block.result !== undefined && <pre aria-label="Result">{prettyJson(block.result)}</pre>}
+            {block.args !== undefined && (
+              <div class="tool-part">
+                <div class="tool-label">Arguments</div>
+                <pre aria-label="Arguments">{prettyJson(block.args)}</pre>
+              </div>
+            )}
+            {block.result !== undefined && (
+              <div class="tool-part">
+                <div class="tool-label">Result</div>
+                <pre aria-label="Result">{prettyJson(block.result)}</pre>
+              </div>
+            )}
             {block.error && (
-              <pre aria-label="Error" class="error-text">
-                {block.error.code}: {block.error.message}
-              </pre>
+              <div class="tool-part">
+                <div class="tool-label">Error</div>
+                <pre aria-label="Error" class="error-text">
+                  {block.error.code}: {block.error.message}
+                </pre>
+              </div>
             )}
           </details>
         </li>
       );
-    case "error":
+    }
+    case "error": {
+      const text = block.retryText;
+      const retry = text !== null && (
+        <button type="button" class="link retry" onClick={() => onRetry(text)}
+                aria-label={`Retry: send “${short(text)}” again`}>
+          Retry
+        </button>
+      );
       if (block.code === "cancelled") {
         return (
           <li class={`block turn-note${f}`} data-seq={block.seq} {...mark}>
-            You stopped this turn.
+            You stopped this turn. {retry}
+            <Meta at={block.at} />
           </li>
         );
       }
       return (
         <li class={`block turn-error${f}`} data-seq={block.seq} {...mark} role="alert">
-          The turn ended with an error: {block.message || block.code} <code>{block.code}</code>
+          The turn ended with an error: {block.message || block.code} <code>{block.code}</code> {retry}
+          <Meta at={block.at} />
         </li>
       );
+    }
     case "receipt":
       return <ReceiptCard block={block} sessionTimeZone={sessionTimeZone} focused={focused} />;
     case "loop":
@@ -368,6 +459,7 @@ function ReceiptCard({ block, sessionTimeZone, focused }: {
         <span class="tag" title="Delivered in this session only, while it is live in a host; no other notification">
           session-local
         </span>
+        <Meta at={block.at} />
       </div>
       {block.prompt === null ? (
         <div class="text plain muted">Reminder {block.scheduleId} (its details are in older history)</div>
@@ -414,6 +506,7 @@ function LoopCard({ block, loop, focused }: { block: Extract<Block, { kind: "loo
         <div class="who" id={titleId}>
           Loop run{" "}
           <span class="tag">{s ? scheduleWords(s, cron) : <span class="mono">{block.loopId}</span>}</span>
+          <Meta at={block.at} />
         </div>
         <div class="text plain loop-card-prompt">{block.prompt}</div>
         <div class="loop-card-meta muted">

@@ -58,6 +58,10 @@ export class HoldingModel {
 // usage, as an OpenAI-compatible server does with `include_usage`. Asked for
 // a session's title, it answers the first words of the message (of a loop
 // frame's prompt), as a model would.
+//
+// `reply` may also be a function of the call's last user message. `answers`
+// counts the calls that were not a title's. While `holdAnswers` is set,
+// plain answers (not titles, not script steps) wait until `release()`.
 export class ScriptedModel {
   static async start() {
     const model = new ScriptedModel();
@@ -67,12 +71,17 @@ export class ScriptedModel {
     model.script = [];  // steps answered in order before `reply` (streamStep)
     model.requests = [];  // the raw bodies of the calls, in order
     model.held = new Set();  // responses held open (a step with `hold`)
+    model.answers = 0;
+    model.holdAnswers = false;
+    model.waiting = [];  // answers held by holdAnswers
     model.server = createHttpServer((req, res) => {
       let raw = "";
       req.on("data", (d) => (raw += d));
       req.on("end", () => {
         model.calls++;
         model.requests.push(raw);
+        const title = titleAsked(raw);
+        if (title === null) model.answers++;
         if (titleAsked(raw) === null && model.script.length > 0) {
           streamStep(model, res, model.script.shift());
           return;
@@ -82,12 +91,17 @@ export class ScriptedModel {
           res.end(JSON.stringify({ error: { message: "the test model server is down", type: "server_error" } }));
           return;
         }
-        res.writeHead(200, { "Content-Type": "text/event-stream" });
-        const send = (o) => res.write(`data: ${JSON.stringify(o)}\n\n`);
-        send({ choices: [{ index: 0, delta: { role: "assistant", content: titleAsked(raw) ?? model.reply } }] });
-        send({ choices: [{ index: 0, delta: {}, finish_reason: "stop" }] });
-        send({ choices: [], usage: { prompt_tokens: 1200, completion_tokens: 35, total_tokens: 1235 } });
-        res.end("data: [DONE]\n\n");
+        const answer = () => {
+          res.writeHead(200, { "Content-Type": "text/event-stream" });
+          const send = (o) => res.write(`data: ${JSON.stringify(o)}\n\n`);
+          const reply = typeof model.reply === "function" ? model.reply(lastUserText(raw)) : model.reply;
+          send({ choices: [{ index: 0, delta: { role: "assistant", content: title ?? reply } }] });
+          send({ choices: [{ index: 0, delta: {}, finish_reason: "stop" }] });
+          send({ choices: [], usage: { prompt_tokens: 1200, completion_tokens: 35, total_tokens: 1235 } });
+          res.end("data: [DONE]\n\n");
+        };
+        if (model.holdAnswers && title === null) model.waiting.push(answer);
+        else answer();
       });
     });
     await new Promise((ok) => model.server.listen(0, "127.0.0.1", ok));
@@ -97,6 +111,11 @@ export class ScriptedModel {
   // The environment of a `dsh web` whose default model is this server.
   env() {
     return { DSH_MODEL: "openai/test-model", OPENAI_BASE_URL: this.url, OPENAI_API_KEY: "x" };
+  }
+  // Answers the calls holdAnswers held, and lets those to come through.
+  release() {
+    this.holdAnswers = false;
+    for (const answer of this.waiting.splice(0)) answer();
   }
   close() {
     this.server.closeAllConnections();
@@ -159,6 +178,17 @@ function streamStep(model, res, step) {
     res.end("data: [DONE]\n\n");
   };
   next();
+}
+
+// The text of the last user message of a Chat Completions request.
+function lastUserText(raw) {
+  try {
+    const users = JSON.parse(raw).messages.filter((m) => m.role === "user");
+    const content = users[users.length - 1]?.content;
+    return typeof content === "string" ? content : (content ?? []).map((p) => p.text ?? "").join("");
+  } catch {
+    return "";
+  }
 }
 
 function titleAsked(raw) {

@@ -151,7 +151,7 @@ describe("conversation", () => {
     const id = await newSession(page, "before the restart");
     await page.getByText("echo: before the restart").waitFor();
     await host.stop();
-    await page.getByText("Reconnecting…").waitFor();
+    await page.getByText("Reconnecting to dsh…").waitFor();
     await host.run();
     // The page reconnects with the last seq it holds; new events arrive once.
     await host.api("POST", `/api/sessions/${id}/messages`, { message: "after the restart" });

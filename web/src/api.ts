@@ -25,13 +25,24 @@ export class ApiError extends Error {
   }
 }
 
+// The code of the error a request fails with when the host cannot be
+// reached at all (it stopped, the network went away): the browser's own
+// words for that ("Failed to fetch") mean nothing to a person.
+export const UNREACHABLE = "unreachable";
+export const isUnreachable = (e: unknown) => e instanceof ApiError && e.code === UNREACHABLE;
+
 async function request<T>(method: string, path: string, body?: unknown): Promise<T> {
-  const response = await fetch(path, {
-    method,
-    credentials: "same-origin",
-    headers: body === undefined ? {} : { "Content-Type": "application/json" },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
+  let response: Response;
+  try {
+    response = await fetch(path, {
+      method,
+      credentials: "same-origin",
+      headers: body === undefined ? {} : { "Content-Type": "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch {
+    throw new ApiError(0, UNREACHABLE, "Lost the connection to dsh");
+  }
   const text = await response.text();
   let json: any = null;
   try {
@@ -68,6 +79,15 @@ export interface HostInfo {
   // The tools a root call may use, when the host says (issue 29): the
   // browser offers reminders only when `schedule_list` is among them.
   tools?: string[];
+}
+
+// A session's stored header (GET /api/sessions/{id}; docs/STORAGE.md).
+export interface SessionHeader {
+  id: string;
+  time_zone: string;
+  route?: { provider: string; model: string; reasoning_effort?: string };
+  preset?: string;
+  parent_id?: string;
 }
 
 export interface McpServerView {
@@ -148,8 +168,9 @@ const query = (params: Record<string, string | number | undefined>) =>
     .join("&");
 
 // Titles as a person reads them: never a delivery frame (lib/deliveries.ts).
-const readable = <T extends { title?: string }>(rows: T[]): T[] =>
-  rows.map((r) => (r.title === undefined ? r : { ...r, title: displayTitle(r.title) }));
+function readable<T extends { title?: string }>(rows: T[]): T[] {
+  return rows.map((r) => (r.title === undefined ? r : { ...r, title: displayTitle(r.title) }));
+}
 
 export const api = {
   host: () => request<HostInfo>("GET", "/api/host"),
@@ -167,11 +188,12 @@ export const api = {
       "/api/commands",
       withZone(sessionId ? { text, session_id: sessionId } : { text }),
     ).then((r) => r.result),
-  send: (sessionId: string, message: string, mode: "steer" | "followup") =>
-    request<{ message_id: string }>(
+  // `key` makes a retry safe: the host delivers a message once per key.
+  send: (sessionId: string, message: string, mode: "steer" | "followup", key?: string) =>
+    request<{ message_id: string; duplicate: boolean }>(
       "POST",
       `/api/sessions/${encodeURIComponent(sessionId)}/messages`,
-      withZone({ message, mode }),
+      withZone(key ? { message, mode, key } : { message, mode }),
     ),
   cancel: (sessionId: string) =>
     request<{ cancelled: boolean }>("POST", `/api/sessions/${encodeURIComponent(sessionId)}/cancel`, {}),
@@ -201,7 +223,7 @@ export const api = {
     api.tool<{ sessions: { session_id: string; title?: string }[] }>("list_sessions", { limit }).then((r) => readable(r.sessions)),
   // The stored header (never resumes the session).
   header: (sessionId: string) =>
-    request<{ session: { id: string; time_zone: string; preset?: string; parent_id?: string } }>(
+    request<{ session: SessionHeader }>(
       "GET",
       `/api/sessions/${encodeURIComponent(sessionId)}`,
     ).then((r) => r.session),

@@ -1,5 +1,5 @@
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
-import { api, type HostInfo, type SessionRow } from "./api";
+import { api, isUnreachable, type HostInfo, type SessionHeader as StoredHeader, type SessionRow, type StoredEvent } from "./api";
 import { followChanges, throttle } from "./changes";
 import { fieldOfError } from "./lib/fields";
 import { rereads } from "./lib/mcp";
@@ -9,6 +9,8 @@ import { Activity } from "./activity";
 import { Automation } from "./automation";
 import { Composer } from "./composer";
 import { Conversation, type CommandResult } from "./conversation";
+import { planFork, type UserMessage } from "./lib/fork";
+import { Queued, type QueuedMessage } from "./queued";
 
 // The address names what is shown: #/s/SESSION_ID, #/s/SESSION_ID/SEQ (the
 // session scrolled to that event, highlighted), #/automation (every loop),
@@ -60,7 +62,14 @@ export function App() {
   const [navOpen, setNavOpen] = useState(false);
   const [limit, setLimit] = useState(PAGE);
   const [automation, setAutomation] = useState(automationFromHash);
-  const [zones, setZones] = useState<Record<string, string>>({});  // session -> its time_zone
+  const [headers, setHeaders] = useState<Record<string, StoredHeader>>({});  // session -> its stored header
+  // Messages sent from this page whose event has not arrived yet (defect 4).
+  const [queued, setQueued] = useState<QueuedMessage[]>([]);
+  const arrived = useRef(new Set<string>());  // message ids the conversation holds
+  const lastOwn = useRef<{ sessionId: string; message: UserMessage | null }>({ sessionId: "", message: null });
+  // False while the host cannot be reached: from a request that could not
+  // reach it or the change feed's closing, until the feed is back (`ready`).
+  const [online, setOnline] = useState(true);
   // Bumped when the change feed reports loops, sessions or MCP servers changed.
   const [loopsVersion, setLoopsVersion] = useState(0);
   const [sessionsVersion, setSessionsVersion] = useState(0);
@@ -98,6 +107,7 @@ export function App() {
     const stop = followChanges((m) => {
       const again = rereads(m);
       if (m.type === "ready") {  // everything, at once
+        setOnline(true);
         if (again.sessions) {
           void refresh();
           setSessionsVersion((v) => v + 1);
@@ -111,7 +121,7 @@ export function App() {
       if (again.loops) loopsLater();
       if (again.mcp) mcpLater();
       if (again.activity) activityLater();
-    });
+    }, () => setOnline(false));
     const ticker = setInterval(() => setTick((t) => t + 1), 30_000);
     const onHash = () => {
       setCurrent(sessionFromHash());
@@ -153,8 +163,8 @@ export function App() {
   useAnnouncer(notify, activityVersion);
   useEffect(() => void refresh(), [limit]);
   useEffect(() => {
-    if (!current || zones[current]) return;
-    api.header(current).then((h) => setZones((z) => ({ ...z, [h.id]: h.time_zone }))).catch(() => {});
+    if (!current || headers[current]) return;
+    api.header(current).then((h) => setHeaders((all) => ({ ...all, [h.id]: h }))).catch(() => {});
   }, [current]);
 
   const open = (id: string) => {
@@ -166,6 +176,79 @@ export function App() {
   const titles = new Map(sessions.map((s) => [s.session_id, s.title]));
   const globalRow = sessions.find((s) => s.session_id === globalId);
   const others = sessions.filter((s) => s.session_id !== globalId);
+
+  // Sends a queued message (again, on a retry: with the same idempotency
+  // key, so the host delivers it once however many tries reach it).
+  const deliver = async (q: QueuedMessage) => {
+    const update = (change: Partial<QueuedMessage>) =>
+      setQueued((all) => all.map((x) => (x.key === q.key ? { ...x, ...change } : x)));
+    update({ failure: null });
+    try {
+      const { message_id } = await api.send(q.sessionId, q.text, q.mode, q.idempotencyKey);
+      // Its event may have come over the stream before the answer.
+      if (arrived.current.has(message_id)) setQueued((all) => all.filter((x) => x.key !== q.key));
+      else update({ messageId: message_id });
+    } catch (e: any) {
+      if (isUnreachable(e)) {
+        update({ failure: "Not sent: lost the connection to dsh." });
+      } else {
+        update({ failure: `Not sent: ${e?.message ?? String(e)}${e?.code ? ` (${e.code})` : ""}` });
+      }
+    }
+  };
+  const send = (sessionId: string, text: string, mode: "steer" | "followup") => {
+    const q: QueuedMessage = {
+      key: `q${++results_counter.current}`,
+      sessionId,
+      text,
+      mode,
+      lands: !running ? "now" : mode === "steer" ? "next step" : "next turn",
+      idempotencyKey: crypto.randomUUID?.() ?? `${Date.now()}-${Math.random()}`,
+      messageId: null,
+      failure: null,
+    };
+    setQueued((all) => [...all, q]);
+    void deliver(q);
+  };
+  // The conversation's messages: each one that arrived takes its queued
+  // copy's place, in the same frame.
+  const onUserMessages = (sessionId: string, messages: UserMessage[]) => {
+    for (const m of messages) if (m.messageId) arrived.current.add(m.messageId);
+    setQueued((all) => {
+      const left = all.filter((q) => !q.messageId || !arrived.current.has(q.messageId));
+      return left.length === all.length ? all : left;
+    });
+    let own: UserMessage | null = null;
+    for (const m of messages) if (m.own) own = m;
+    lastOwn.current = { sessionId, message: own };
+  };
+
+  // Forks `sessionId` before the message at `seq`, at the boundary of the
+  // turn it belongs to (never inside a turn: the child would run that turn
+  // again), and opens the child with the message as its draft.
+  const forkBefore = async (sessionId: string, seq: number) => {
+    try {
+      let events: StoredEvent[] = [];
+      let from = seq;  // events (from, seq] are held
+      for (;;) {
+        const start = Math.max(0, from - 500);
+        if (from > start) events = [...(await api.events(sessionId, start, from - start)).events.filter((e) => e.seq <= from), ...events];
+        from = start;
+        const plan = planFork(events, seq);
+        if (plan.kind === "older" && from > 0) continue;
+        if (plan.kind !== "fork") throw new Error(`message ${seq} of this session was not found`);
+        const child = await api.fork(sessionId, plan.seedLength);
+        setSeedDraft({ id: child.session.id, text: plan.draft });
+        await refresh();
+        open(child.session.id);
+        return;
+      }
+    } catch (e: any) {
+      addResult(sessionId, { text: "fork", output: e?.message ?? String(e), error: true });
+    }
+  };
+  const here = current ? queued.filter((q) => q.sessionId === current) : [];
+  const unsent = here.some((q) => q.failure);
 
   const addResult = (sessionId: string, r: Omit<CommandResult, "key" | "afterSeq">) =>
     setResults((all) => ({
@@ -213,6 +296,11 @@ export function App() {
         )}
       </nav>
       <main class="main">
+        {!online && (
+          <p class="reconnect-banner" role="status">
+            Reconnecting to dsh… <span class="muted">the host stopped or the network went away; this page resumes when it is back.</span>
+          </p>
+        )}
         {activityOpen ? (
           <Activity version={activityVersion} loopsVersion={loopsVersion} unread={unread.total} titles={titles} notify={notify} onNotify={setNotify} />
         ) : automation ? (
@@ -224,28 +312,25 @@ export function App() {
         ) : current ? (
           <>
             <SessionHeader row={sessions.find((s) => s.session_id === current)} id={current} isGlobal={current === globalId}
-                           zone={zones[current]} />
+                           header={headers[current]} />
             <Conversation
               sessionId={current}
-              sessionTimeZone={zones[current] ?? null}
+              sessionTimeZone={headers[current]?.time_zone ?? null}
               focusSeq={focusSeq}
               loopsVersion={loopsVersion}
               commandResults={results[current] ?? []}
               onOpenSession={open}
               onRunning={setRunning}
               onLastSeq={setLastSeq}
-              onRetry={(text) => void api.send(current, text, "followup")}
-              onFork={async (seq, text) => {
-                try {
-                  const child = await api.fork(current, seq - 1);
-                  setSeedDraft({ id: child.session.id, text });
-                  await refresh();
-                  open(child.session.id);
-                } catch (e: any) {
-                  addResult(current, { text: "fork", output: e?.message ?? String(e), error: true });
-                }
-              }}
+              onRetry={(text) => send(current, text, "followup")}
+              onFork={(seq) => void forkBefore(current, seq)}
+              onUserMessages={(messages) => onUserMessages(current, messages)}
             />
+            <Queued items={here} onRetry={(key) => {
+                      const q = queued.find((x) => x.key === key);
+                      if (q) void deliver(q);
+                    }}
+                    onDiscard={(key) => setQueued((all) => all.filter((x) => x.key !== key))} />
             <Composer
               host={host}
               sessionId={current}
@@ -253,9 +338,13 @@ export function App() {
               sessions={sessions}
               running={running}
               seedDraft={seedDraft && seedDraft.id === current ? seedDraft.text : null}
-              onSend={async (text, mode) => {
-                await api.send(current, text, mode);
+              onSend={(text, mode) => send(current, text, mode)}
+              onEditLast={() => {
+                const last = lastOwn.current;
+                if (last.sessionId === current && last.message) void forkBefore(current, last.message.seq);
               }}
+              notice={online ? null : unsent ? "Lost the connection to dsh — your message was not sent; reconnecting…"
+                                             : "Lost the connection to dsh; reconnecting…"}
               onCommand={async (text) => {
                 try {
                   const r = await api.command(text, current);
@@ -310,14 +399,22 @@ function SessionItem({ row, current, pinned, unread, onOpen }: {
   );
 }
 
-function SessionHeader({ row, id, isGlobal, zone }: { row?: SessionRow; id: string; isGlobal: boolean; zone?: string }) {
+// The open session: its title, id, model route, zone and status.
+function SessionHeader({ row, id, isGlobal, header }: { row?: SessionRow; id: string; isGlobal: boolean; header?: StoredHeader }) {
+  const route = header?.route;
   return (
     <header class="session-header">
       <h1>{row?.title || id}</h1>
       <span class="meta">
         {isGlobal && <span class="tag">Global interface</span>}
         <span class="mono muted">{id}</span>
-        {zone && <span class="muted" title="The session's time zone">{zone}</span>}
+        {route && (
+          <span class="route" title="The model route: provider/model" data-testid="session-route">
+            {route.provider}/{route.model}
+            {route.reasoning_effort ? ` · ${route.reasoning_effort}` : ""}
+          </span>
+        )}
+        {header?.time_zone && <span class="muted" title="The session's time zone" data-testid="session-zone">{header.time_zone}</span>}
         {row && (
           <>
             <span class={`dot ${row.status}`} aria-hidden="true" /> <span class="status">{row.status}</span>

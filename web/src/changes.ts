@@ -20,8 +20,10 @@ export function changesUrl(): string {
   return `${scheme}//${location.host}/api/changes`;
 }
 
-// Calls `onMessage` for every message; returns a function that closes the feed.
-export function followChanges(onMessage: (m: ChangeMessage) => void): () => void {
+// Calls `onMessage` for every message, and `onDown` each time the feed's
+// connection closes (the host went away; it reconnects, then says `ready`);
+// returns a function that closes the feed.
+export function followChanges(onMessage: (m: ChangeMessage) => void, onDown?: () => void): () => void {
   let socket: WebSocket | null = null;
   let retry: ReturnType<typeof setTimeout> | null = null;
   let attempt = 0;
@@ -38,6 +40,7 @@ export function followChanges(onMessage: (m: ChangeMessage) => void): () => void
     };
     socket.onclose = () => {
       if (closed) return;
+      onDown?.();
       retry = setTimeout(connect, Math.min(5000, 250 * 2 ** Math.min(attempt++, 5)));
     };
   };

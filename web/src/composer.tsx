@@ -10,7 +10,13 @@ interface Props {
   sessions: SessionRow[];
   running: boolean;
   seedDraft: string | null;  // a draft to start with (a fork's message)
-  onSend: (text: string, mode: "steer" | "followup") => Promise<void>;
+  // Sends a message: it leaves the box at once (the page lists it as queued
+  // until it shows in the conversation, and says there if it was not sent).
+  onSend: (text: string, mode: "steer" | "followup") => void;
+  // Up in an empty box: edit the last message again (a fork before it).
+  onEditLast: () => void;
+  // What the page must say about the connection under the box, or null.
+  notice: string | null;
   onCommand: (text: string) => Promise<void>;
   onStop: () => void;
   loopsVersion: number;  // changes when the loops or this session may have changed
@@ -24,10 +30,13 @@ interface Popup {
 }
 
 // The message box: Enter sends as steer, Shift+Enter is a new line, a button
-// sends as follow-up, Stop cancels a running turn. Text starting with "/" is
-// a slash command (run locally through POST /api/commands). The draft is
-// kept per session across reloads.
-export function Composer({ host, sessionId, sessionStatus, sessions, running, seedDraft, onSend, onCommand, onStop, loopsVersion }: Props) {
+// sends as follow-up, Stop (or Esc) cancels a running turn, Up in an empty
+// box edits the last message. Text starting with "/" is a slash command (run
+// locally through POST /api/commands). The draft is kept per session across
+// reloads; the box has the focus when a session opens.
+export function Composer({
+  host, sessionId, sessionStatus, sessions, running, seedDraft, onSend, onEditLast, notice, onCommand, onStop, loopsVersion,
+}: Props) {
   const [draft, setDraft] = useState(() => localStorage.getItem(draftKey(sessionId)) ?? "");
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string | null>(null);
@@ -47,6 +56,7 @@ export function Composer({ host, sessionId, sessionStatus, sessions, running, se
     else setDraft(localStorage.getItem(draftKey(sessionId)) ?? "");
     setError(null);
   }, [sessionId, seedDraft]);
+  useEffect(() => box.current?.focus(), [sessionId]);
 
   const popup: Popup | null = (() => {
     if (dismissed === draft) return null;
@@ -87,8 +97,11 @@ export function Composer({ host, sessionId, sessionStatus, sessions, running, se
     setBusy(true);
     setError(null);
     try {
-      if (isCommand(text)) await onCommand(text);
-      else await onSend(text, mode);
+      if (isCommand(text)) {
+        await onCommand(text);
+      } else {
+        onSend(text, mode);
+      }
       edit("");
     } catch (e: any) {
       setError(e?.message ?? String(e));
@@ -120,6 +133,16 @@ export function Composer({ host, sessionId, sessionStatus, sessions, running, se
     if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
       e.preventDefault();
       void submit("steer");
+      return;
+    }
+    if (e.key === "Escape" && running) {
+      e.preventDefault();
+      onStop();
+      return;
+    }
+    if (e.key === "ArrowUp" && draft === "" && !e.shiftKey && !e.altKey && !e.ctrlKey && !e.metaKey) {
+      e.preventDefault();
+      onEditLast();
     }
   };
 
@@ -157,7 +180,7 @@ export function Composer({ host, sessionId, sessionStatus, sessions, running, se
       />
       <div class="composer-actions">
         <LoopStatus host={host} sessionId={sessionId} sessionStatus={sessionStatus} version={loopsVersion} />
-        {error && <span class="error-text" role="alert">{error}</span>}
+        {(notice || error) && <span class="error-text" role="alert">{notice ?? error}</span>}
         {running && (
           <button type="button" class="secondary" onClick={onStop}>
             Stop

@@ -17,6 +17,7 @@ import {
 } from "./lib/stream";
 import { copyText, onMarkdownClick, renderMarkdown, useHighlighter, wantsHighlighter } from "./markdown";
 import { TimeAgo } from "./time_ago";
+import { userMessagesOf, type UserMessage } from "./lib/fork";
 
 const WINDOW = 200;  // events read when a session opens, and per older page
 
@@ -45,6 +46,9 @@ interface Props {
   onOpenSession: (id: string) => void;
   onRunning: (running: boolean) => void;
   onLastSeq: (seq: number) => void;
+  // The user messages held, whenever they change (before the browser paints,
+  // so that the page's queued copy of a message goes in the frame it shows).
+  onUserMessages?: (messages: UserMessage[]) => void;
 }
 
 type Conn = "connecting" | "live" | "reconnecting";
@@ -64,6 +68,7 @@ export function Conversation({
   onOpenSession,
   onRunning,
   onLastSeq,
+  onUserMessages,
 }: Props) {
   const [conv, setConv] = useState(() => emptyConversation());
   const [loading, setLoading] = useState(true);
@@ -151,6 +156,7 @@ export function Conversation({
   // as the block that ends the turn, never a frame later.
   useLayoutEffect(() => onRunning(running), [running]);
   useEffect(() => onLastSeq(conv.lastSeq), [conv.lastSeq]);
+  useLayoutEffect(() => onUserMessages?.(userMessagesOf(conv.events)), [conv.events]);
 
   useEffect(() => {
     const el = scroller.current;

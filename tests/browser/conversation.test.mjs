@@ -303,7 +303,9 @@ describe("retry", () => {
     }
     const retry = conversation(page).getByRole("button", { name: "Retry: send “please try this again” again" });
     await retry.click();
-    await conversation(page).getByText("All good.").waitFor();
+    // The committed answer (not its streamed copy), and the turn over.
+    await conversation(page).locator("li.block.assistant:not(.streaming)", { hasText: "All good." }).waitFor();
+    await conversation(page).getByText("Working…").waitFor({ state: "detached" });
     const texts = (await host.events(id)).filter((e) => e.type === "message/user").map((e) => e.data.text);
     assert.deepEqual(texts, ["please try this again", "please try this again"]);
     assert.equal((await host.events(id)).filter((e) => e.type === "turn/end").at(-1).data.status, "completed");

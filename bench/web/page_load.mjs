@@ -9,13 +9,22 @@
 //   - first render: the Sessions list shows its first row;
 //   - last block in view: the session's newest block is visible;
 // and, in the same run, the load of a bare static page served by the same
-// host (the sign-in page) as the peer. Prints medians; asserts nothing.
+// host (the sign-in page) as the peer. Every tenth message holds a fenced
+// code block (so the echo answers do too, and the page wants its
+// highlighter): it also reports when the page asked for the highlighter's
+// chunk, which must come after the first render, never before it (issue
+// 30). Prints medians; asserts nothing.
 import { Host, launch } from "../../tests/browser/harness.mjs";
 import { arg, bareLoad, median, signedInPage } from "./common.mjs";
 
 const sessions = arg("--sessions", 1000);
 const events = arg("--events", 10000);
 const runs = arg("--runs", 5);
+
+const text = (i) =>
+  i % 10 === 0
+    ? `message ${i}: ${"lorem ipsum ".repeat(4)}\n\n\`\`\`js\nconst answer = ${i};\nconsole.log(answer * 2);\n\`\`\``
+    : `message ${i}: ${"lorem ipsum ".repeat(8)}`;
 
 const host = await Host.start();
 const browser = await launch();
@@ -33,7 +42,7 @@ try {
   for (let n = 0; last < events; n++) {
     await Promise.all(
       Array.from({ length: 20 }, (_, k) =>
-        host.api("POST", `/api/sessions/${big}/messages`, { message: `message ${n * 20 + k}: ${"lorem ipsum ".repeat(8)}` }),
+        host.api("POST", `/api/sessions/${big}/messages`, { message: text(n * 20 + k) }),
       ),
     );
     last = (await host.api("GET", `/api/sessions/${big}/events?limit=1`)).last_seq;
@@ -53,14 +62,30 @@ try {
   const app = [];
   const firstRender = [];
   const bare = [];
+  const highlighter = [];  // [first row, highlighter chunk asked for] in the page's clock, ms
   for (let r = 0; r < runs; r++) {
     const { context, page } = await signedInPage(browser, host);
+    await page.addInitScript(() => {
+      new MutationObserver((_, observer) => {
+        if (document.querySelector(".session-list .session")) {
+          window.__firstRow = performance.now();
+          observer.disconnect();
+        }
+      }).observe(document, { childList: true, subtree: true });
+    });
     const start = Date.now();
     await page.goto(`${host.url}/#/s/${big}`, { waitUntil: "commit" });
     await page.locator(".session-list .session").first().waitFor();
     firstRender.push(Date.now() - start);
     await page.locator(`[data-seq="${lastBlock.seq}"]`).waitFor({ state: "visible" });
     app.push(Date.now() - start);
+    await page.locator(".hljs").first().waitFor();  // the highlighted code
+    highlighter.push(
+      await page.evaluate(() => [
+        Math.round(window.__firstRow),
+        Math.round(performance.getEntriesByType("resource").find((e) => e.name.includes("/assets/highlight-"))?.startTime ?? -1),
+      ]),
+    );
     bare.push(await bareLoad(browser, host));
     await context.close();
   }
@@ -68,6 +93,11 @@ try {
     `sessions ${sessions}, events ${last}, runs ${runs}: first render median ${median(firstRender)} ms ` +
       `(${firstRender.join(", ")}); last block in view median ${median(app)} ms (${app.join(", ")}); ` +
       `bare static page median ${median(bare)} ms (${bare.join(", ")})`,
+  );
+  const late = highlighter.filter(([row, asked]) => asked > row).length;
+  console.log(
+    `highlighter chunk asked for after the first render in ${late} of ${runs} runs ` +
+      `(page clock, first row → chunk asked: ${highlighter.map(([row, asked]) => `${row} → ${asked}`).join(", ")} ms)`,
   );
 } finally {
   await browser.close();

@@ -7,14 +7,6 @@ import { displayTitle } from "./lib/deliveries";
 
 export type { ActivityItem, Outcome, Tokens };
 
-export const clientTimeZone: string | undefined = (() => {
-  try {
-    return Intl.DateTimeFormat().resolvedOptions().timeZone || undefined;
-  } catch {
-    return undefined;
-  }
-})();
-
 export class ApiError extends Error {
   constructor(
     readonly status: number,
@@ -55,6 +47,38 @@ async function request<T>(method: string, path: string, body?: unknown): Promise
   }
   return json as T;
 }
+
+// The page's first reads (the Sessions list and the host), sent while the
+// rest of the page's code is still being evaluated: the browser's first use
+// of Intl (just below) loads its time zone data, which costs tens of
+// milliseconds, and the first render waits for the list (docs/PERFORMANCE.md,
+// "Web UI"). `App` takes each once (`takeEarly`); a later read asks again.
+export const SESSIONS_PAGE = 200;
+const early: { sessions?: Promise<SessionRow[]>; host?: Promise<HostInfo> } =
+  typeof window === "undefined" || typeof fetch === "undefined"
+    ? {}
+    : {
+        sessions: request<{ result: { sessions: SessionRow[] } }>("POST", "/api/tools/session_status", {
+          args: { recent_n: SESSIONS_PAGE },
+        }).then((r) => readable(r.result.sessions)),
+        host: request<HostInfo>("GET", "/api/host"),
+      };
+// A failure is reported to whoever takes the read, not as unhandled.
+early.sessions?.catch(() => {});
+early.host?.catch(() => {});
+export function takeEarly<K extends keyof typeof early>(which: K): (typeof early)[K] {
+  const read = early[which];
+  delete early[which];
+  return read;
+}
+
+export const clientTimeZone: string | undefined = (() => {
+  try {
+    return Intl.DateTimeFormat().resolvedOptions().timeZone || undefined;
+  } catch {
+    return undefined;
+  }
+})();
 
 // The person's zone, on the routes that accept it.
 const withZone = (body: Record<string, unknown>) =>

@@ -1,5 +1,6 @@
-import { useCallback, useEffect, useRef, useState } from "preact/hooks";
-import { api, isUnreachable, type HostInfo, type SessionHeader as StoredHeader, type SessionRow, type StoredEvent } from "./api";
+import { memo } from "preact/compat";
+import { useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState } from "preact/hooks";
+import { api, isUnreachable, SESSIONS_PAGE, takeEarly, type HostInfo, type SessionHeader as StoredHeader, type SessionRow, type StoredEvent } from "./api";
 import { followChanges, throttle } from "./changes";
 import { fieldOfError } from "./lib/fields";
 import { rereads } from "./lib/mcp";
@@ -42,10 +43,17 @@ function relative(iso?: string): string {
   return new Date(iso).toLocaleDateString();
 }
 
+// The conversation renders again when its own props or state change, not
+// with every change of the page around it (the Sessions list follows the
+// host live, the unread counts, the header): rendering its blocks' Markdown
+// and times again is the most expensive thing the page does.
+const ConversationView = memo(Conversation);
+const NO_RESULTS: CommandResult[] = [];
+
 // The sidebar re-reads session_status at most this often while the change
 // feed reports changes, and lists this many more sessions per "Show more".
 const REFRESH_MS = 300;
-const PAGE = 200;
+const PAGE = SESSIONS_PAGE;
 
 export function App() {
   const [host, setHost] = useState<HostInfo | null>(null);
@@ -86,7 +94,9 @@ export function App() {
 
   const refresh = useCallback(async () => {
     try {
-      setSessions(await api.sessions(limitRef.current));
+      // The first read was sent before the page's code was all evaluated (api.ts).
+      const early = limitRef.current === PAGE ? takeEarly("sessions") : undefined;
+      setSessions(await (early ?? api.sessions(limitRef.current)));
       setListError(null);
     } catch (e: any) {
       setListError(e?.message ?? String(e));
@@ -94,7 +104,7 @@ export function App() {
   }, []);
 
   useEffect(() => {
-    api.host().then(setHost).catch(() => {});
+    (takeEarly("host") ?? api.host()).then(setHost).catch(() => {});
     // Live: the change feed says when to re-read; its `ready` (also after a
     // reconnect) re-reads everything.
     const later = throttle(() => {
@@ -161,7 +171,8 @@ export function App() {
     api.markRead({ session_id: current }).catch(() => setActivityVersion((v) => v + 1));
   }, [current, unreadHere, visible]);
   useAnnouncer(notify, activityVersion);
-  useEffect(() => void refresh(), [limit]);
+  // Before the first paint: the list's first read is usually back already (api.ts).
+  useLayoutEffect(() => void refresh(), [limit]);
   useEffect(() => {
     if (!current || headers[current]) return;
     api.header(current).then((h) => setHeaders((all) => ({ ...all, [h.id]: h }))).catch(() => {});
@@ -247,6 +258,25 @@ export function App() {
       addResult(sessionId, { text: "fork", output: e?.message ?? String(e), error: true });
     }
   };
+  // Stable callbacks for the conversation (it is memoized), calling the
+  // newest closures.
+  const latest = useRef({ current, open, send, forkBefore, onUserMessages });
+  latest.current = { current, open, send, forkBefore, onUserMessages };
+  const conversationCalls = useMemo(() => ({
+    onOpenSession: (id: string) => latest.current.open(id),
+    onRetry: (text: string) => {
+      const { current: id, send: sendTo } = latest.current;
+      if (id) sendTo(id, text, "followup");
+    },
+    onFork: (seq: number) => {
+      const { current: id, forkBefore: fork } = latest.current;
+      if (id) void fork(id, seq);
+    },
+    onUserMessages: (messages: UserMessage[]) => {
+      const { current: id, onUserMessages: took } = latest.current;
+      if (id) took(id, messages);
+    },
+  }), []);
   const here = current ? queued.filter((q) => q.sessionId === current) : [];
   const unsent = here.some((q) => q.failure);
 
@@ -313,18 +343,15 @@ export function App() {
           <>
             <SessionHeader row={sessions.find((s) => s.session_id === current)} id={current} isGlobal={current === globalId}
                            header={headers[current]} />
-            <Conversation
+            <ConversationView
               sessionId={current}
               sessionTimeZone={headers[current]?.time_zone ?? null}
               focusSeq={focusSeq}
               loopsVersion={loopsVersion}
-              commandResults={results[current] ?? []}
-              onOpenSession={open}
+              commandResults={results[current] ?? NO_RESULTS}
               onRunning={setRunning}
               onLastSeq={setLastSeq}
-              onRetry={(text) => send(current, text, "followup")}
-              onFork={(seq) => void forkBefore(current, seq)}
-              onUserMessages={(messages) => onUserMessages(current, messages)}
+              {...conversationCalls}
             />
             <Queued items={here} onRetry={(key) => {
                       const q = queued.find((x) => x.key === key);

@@ -572,13 +572,18 @@ function Reminders({ host, session, status, version, now }: {
 type Kind = "every" | "after" | "cron";
 type TargetKind = "current" | "self" | "new" | "existing";
 
-const ZONES: string[] = (() => {
+// Read when the form first needs them, not when the page loads: the list
+// costs the browser milliseconds the first render should not wait for.
+let zones: string[] | null = null;
+const ZONES = (): string[] => {
+  if (zones) return zones;
   try {
-    return (Intl as any).supportedValuesOf("timeZone") as string[];
+    zones = (Intl as any).supportedValuesOf("timeZone") as string[];
   } catch {
-    return [];
+    zones = [];
   }
-})();
+  return zones;
+};
 
 function LoopForm({ host, session, sessions, onCreated }: {
   host: HostInfo;
@@ -714,7 +719,7 @@ function LoopForm({ host, session, sessions, onCreated }: {
                 <input type="text" list="zones" value={tz} aria-invalid={invalid("schedule.tz")}
                        aria-describedby={describedBy("schedule.tz")}
                        onInput={(e) => setTz((e.target as HTMLInputElement).value)} />
-                <datalist id="zones">{ZONES.map((z) => <option key={z} value={z} />)}</datalist>
+                <datalist id="zones">{ZONES().map((z) => <option key={z} value={z} />)}</datalist>
               </label>
             </div>
             {fieldError("schedule.expr")}

@@ -24,13 +24,19 @@ function useTick(): number {
   return Date.now();
 }
 
+// One formatter for every exact time: Date#toLocaleString with options makes
+// a new one per call, which cost a conversation of 200 blocks about 85 ms
+// (docs/PERFORMANCE.md, "Web UI").
+let exact: Intl.DateTimeFormat | null = null;
+const exactTime = (date: Date) => (exact ??= new Intl.DateTimeFormat(undefined, { dateStyle: "full", timeStyle: "long" })).format(date);
+
 /** "3 min ago", kept current, with the exact local time on hover (`title`). `at`: Unix ms. */
 export function TimeAgo({ at }: { at: number }) {
   const now = useTick();
   const date = new Date(at);
   if (Number.isNaN(date.getTime())) return null;
   return (
-    <time class="ago" dateTime={date.toISOString()} title={date.toLocaleString(undefined, { dateStyle: "full", timeStyle: "long" })}>
+    <time class="ago" dateTime={date.toISOString()} title={exactTime(date)}>
       {ago(at, now)}
     </time>
   );

@@ -3,6 +3,7 @@
 #include <boost/asio/post.hpp>
 #include <spdlog/spdlog.h>
 
+#include "base/strings.h"
 #include "session/titles.h"
 
 namespace dsh::agent {
@@ -370,14 +371,17 @@ void Agent::Step() {
     if (!adapter.ok()) return EndTurn(adapter.status());
     cancel_ = std::make_shared<CancelToken>();
     // The answer's pieces go to live viewers as they come (not stored; the
-    // committed events replace them).
-    ModelAdapter::OnDelta deltas;
-    if (session::EventHub* hub = manager_.sessions_.hub()) {
-      int64_t after = events_.empty() ? 0 : events_.back().seq;
-      deltas = [hub, id = header_.id, after](const ModelDelta& d) {
-        hub->PublishDelta(id, {after, d.kind == ModelDelta::Kind::kReasoning ? "reasoning" : "text", d.text});
-      };
-    }
+    // committed events replace them), and are kept for a stop.
+    streamed_ = std::make_shared<Streamed>();
+    ModelAdapter::OnDelta deltas = [hub = manager_.sessions_.hub(), streamed = streamed_, id = header_.id,
+                                    after = events_.empty() ? 0 : events_.back().seq](const ModelDelta& d) {
+      const bool reasoning = d.kind == ModelDelta::Kind::kReasoning;
+      {
+        std::lock_guard lock(streamed->mu);
+        (reasoning ? streamed->reasoning : streamed->text) += d.text;
+      }
+      if (hub) hub->PublishDelta(id, {after, reasoning ? "reasoning" : "text", d.text});
+    };
     MonoTime started = manager_.clock_.MonotonicNow();
     (*adapter)->Stream(BuildRequest(), cancel_, std::move(deltas),
                        OnStrand<Result<ModelResponse>>([this, started](Result<ModelResponse> r) {
@@ -393,7 +397,13 @@ void Agent::Step() {
 }
 
 void Agent::OnModel(Result<ModelResponse> r) {
-  if (!r.ok()) return EndTurn(r.status());
+  auto streamed = std::move(streamed_);
+  if (!r.ok()) {
+    // Stopped by the person: what was written stays, marked partial, and the
+    // model reads it on the next turn as its own text (docs/AGENTS.md).
+    if (cancel_ && cancel_->cancelled() && streamed) return EndTurn(r.status(), PartialAnswer(*streamed));
+    return EndTurn(r.status());
+  }
   if (r->input_tokens) turn_input_tokens_ = turn_input_tokens_.value_or(0) + *r->input_tokens;
   if (r->output_tokens) turn_output_tokens_ = turn_output_tokens_.value_or(0) + *r->output_tokens;
   std::vector<EventDraft> drafts;
@@ -415,6 +425,18 @@ void Agent::OnModel(Result<ModelResponse> r) {
     if (!stored.ok()) return EndTurn(stored.status());
     RunTools(std::move(calls), 0, {});
   });
+}
+
+std::vector<EventDraft> Agent::PartialAnswer(Streamed& streamed) {
+  std::lock_guard lock(streamed.mu);  // the call ended: no delta comes any more
+  std::vector<EventDraft> drafts;
+  if (!streamed.reasoning.empty()) {
+    drafts.push_back(Draft(et::kReasoning, {{"text", streamed.reasoning}, {"partial", true}}));
+  }
+  if (!IsBlank(streamed.text)) {
+    drafts.push_back(Draft(et::kAssistantMessage, {{"text", streamed.text}, {"partial", true}}));
+  }
+  return drafts;
 }
 
 void Agent::RunTools(std::vector<ModelToolCall> calls, size_t index, std::vector<EventDraft> results) {

@@ -7,6 +7,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
@@ -26,8 +27,8 @@ namespace dsh::agent {
 // A turn/start without a turn/end is a turn a crash or shutdown interrupted;
 // the agent continues it when the session is next live.
 namespace event_types {
-inline constexpr std::string_view kTurnStart = "turn/start";
-inline constexpr std::string_view kTurnEnd = "turn/end";
+using session::event_types::kTurnEnd;
+using session::event_types::kTurnStart;
 }  // namespace event_types
 
 // The live agent of one session. All of its state lives on its strand;
@@ -151,6 +152,17 @@ class Agent : public std::enable_shared_from_this<Agent> {
   std::optional<int64_t> turn_output_tokens_;
   int outstanding_ = 0;  // callbacks of ours still to run
   std::shared_ptr<CancelToken> cancel_;
+  // What the model call in progress has streamed (its deltas come on the
+  // model's thread): a stopped turn keeps it as a partial answer.
+  struct Streamed {
+    std::mutex mu;
+    std::string text;       // GUARDED_BY(mu)
+    std::string reasoning;  // GUARDED_BY(mu)
+  };
+  std::shared_ptr<Streamed> streamed_;
+  // The partial answer of a call the person stopped, as drafts (none when
+  // nothing was streamed).
+  static std::vector<session::EventDraft> PartialAnswer(Streamed& streamed);
   std::vector<std::function<void(Status)>> idle_waiters_;
   bool title_requested_ = false;
   std::shared_ptr<CancelToken> title_cancel_;  // the generated-title call, if one was made

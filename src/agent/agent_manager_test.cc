@@ -730,6 +730,55 @@ TEST_P(AgentTest, CancelEndsTheRunningTurn) {
   EXPECT_TRUE(Texts(log, et::kAssistantMessage).empty());
 }
 
+// Stop keeps what the person already read: the streamed text is appended,
+// marked partial, before the turn's end, and the next turn's model call
+// reads it as the assistant's own words.
+TEST_P(AgentTest, AStoppedTurnKeepsItsPartialAnswer) {
+  model_.Push(ScriptedModel::Hold(ScriptedModel::Streaming(
+      {{ModelDelta::Kind::kReasoning, "Weighing "}, {ModelDelta::Kind::kText, "The answer "},
+       {ModelDelta::Kind::kText, "is forty"}},
+      ScriptedModel::Text("never shown"))));
+  std::string id = CreateSession();
+  ASSERT_TRUE(Deliver(id, "slow").ok());
+  ASSERT_TRUE(model_.WaitForRequests(1));
+  std::promise<Status> idle;
+  manager_->WhenIdle(id, [&](Status st) { idle.set_value(st); });
+  manager_->Cancel(id);
+  EXPECT_TRUE(idle.get_future().get().ok());
+  auto log = Log(id);
+  ASSERT_GE(log.size(), 3u);
+  const auto& end = log[log.size() - 1];
+  const auto& answer = log[log.size() - 2];
+  const auto& reasoning = log[log.size() - 3];
+  EXPECT_EQ(end.type, "turn/end");
+  EXPECT_EQ(end.data["error"]["code"], "cancelled");
+  EXPECT_EQ(answer.type, et::kAssistantMessage);
+  EXPECT_EQ(answer.data, (Json{{"text", "The answer is forty"}, {"partial", true}}));
+  EXPECT_EQ(reasoning.type, et::kReasoning);
+  EXPECT_EQ(reasoning.data, (Json{{"text", "Weighing "}, {"partial", true}}));
+
+  ASSERT_TRUE(Deliver(id, "go on").ok());
+  waiter_.WaitForTurnEnds(id, 2);
+  auto requests = model_.requests();
+  ASSERT_EQ(requests.size(), 2u);
+  std::vector<std::string> assistant;
+  for (const auto& m : requests[1].messages) {
+    if (m.role == ModelMessage::Role::kAssistant) assistant.push_back(m.text);
+  }
+  EXPECT_EQ(assistant, std::vector<std::string>{"The answer is forty"});
+}
+
+// A failure that is not a stop keeps nothing of what was streamed.
+TEST_P(AgentTest, AFailedModelCallKeepsNoPartialAnswer) {
+  model_.Push(ScriptedModel::Streaming({{ModelDelta::Kind::kText, "half"}},
+                                       ScriptedModel::Error("model_unavailable", "the server went away")));
+  std::string id = CreateSession();
+  ASSERT_TRUE(Deliver(id, "hello").ok());
+  auto log = waiter_.WaitForTurnEnds(id, 1);
+  EXPECT_EQ(log.back().data["error"]["code"], "model_unavailable");
+  EXPECT_TRUE(Texts(log, et::kAssistantMessage).empty());
+}
+
 TEST_P(AgentTest, MaintenanceRunsOnlyWhileIdleAndHoldsTurnsBack) {
   model_.Push(ScriptedModel::Hold(ScriptedModel::Text("busy")));
   std::string id = CreateSession();

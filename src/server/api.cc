@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
+#include <iterator>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <initializer_list>
@@ -10,6 +12,7 @@
 #include <variant>
 
 #include "base/schema.h"
+#include "session/export.h"
 #include "server/change_feed.h"
 #include "server/web_assets.h"
 #include "time/cron_expr.h"
@@ -221,7 +224,8 @@ const ObjectSchema<ForkBody>& ForkBodySchema() {
   static const auto* schema = new ObjectSchema<ForkBody>(
       ObjectSchema<ForkBody>("A fork of a session.")
           .Optional("seed_length", &ForkBody::seed_length,
-                    "how many of the parent's events the child starts with (default: all)",
+                    "how many of the parent's events the child starts with, a turn boundary "
+                    "(default: all, up to the end of the last whole turn)",
                     IntRule{.positive = false, .min = 0}));
   return *schema;
 }
@@ -255,6 +259,7 @@ const std::vector<Api::Route>& Api::Routes() {
       {"POST", "/api/commands", &Api::RunCommand},
       {"GET", "/api/sessions/{id}", &Api::ReadHeader},
       {"GET", "/api/sessions/{id}/events", &Api::ReadEvents},
+      {"GET", "/api/sessions/{id}/export", &Api::ExportSession},
       {"GET", kStreamPattern, &Api::StreamWithoutUpgrade},
       {"GET", kChangesPath, &Api::StreamWithoutUpgrade},
       {"POST", "/api/sessions/{id}/messages", &Api::PostMessage},
@@ -583,6 +588,92 @@ void Api::ReadEvents(const PathParams& params, HttpRequest req, Respond respond)
       });
 }
 
+namespace {
+
+// One export: the header and title first, then the whole log a page at a time.
+struct ExportJob {
+  session::SessionStore& store;
+  std::string id;
+  bool markdown = true;
+  Respond respond;
+  session::SessionHeader header;
+  std::optional<std::string> title;
+  std::vector<session::Event> events;
+};
+
+// A file name from the session's title: letters, digits, '-' and '_' kept,
+// runs of anything else one '-', at most 60 bytes; the id when none is left.
+std::string ExportFileName(const ExportJob& job) {
+  std::string name;
+  for (char c : job.title.value_or("")) {
+    const bool keep = std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
+    if (keep) {
+      name.push_back(c);
+    } else if (!name.empty() && name.back() != '-') {
+      name.push_back('-');
+    }
+    if (name.size() >= 60) break;
+  }
+  while (!name.empty() && name.back() == '-') name.pop_back();
+  return (name.empty() ? job.id : name) + (job.markdown ? ".md" : ".json");
+}
+
+void FinishExport(const std::shared_ptr<ExportJob>& job) {
+  HttpResponse r;
+  if (job->markdown) {
+    r.content_type = "text/markdown; charset=utf-8";
+    r.body = session::ExportMarkdown(job->header, job->title, job->events);
+  } else {
+    Json list = Json::array();
+    for (const session::Event& e : job->events) list.push_back(session::EventToJson(e));
+    Json body = {{"session", session::HeaderToJson(job->header)}, {"title", job->title ? Json(*job->title) : Json()},
+                 {"events", std::move(list)}};
+    r = HttpResponse::FromJson(200, body);
+  }
+  r.headers.emplace_back("Content-Disposition", "attachment; filename=\"" + ExportFileName(*job) + "\"");
+  job->respond(std::move(r));
+}
+
+void ReadExportEvents(const std::shared_ptr<ExportJob>& job) {
+  constexpr int64_t kPage = 1000;
+  const int64_t after = job->events.empty() ? 0 : job->events.back().seq;
+  job->store.ReadEventsAsync(job->id, after, kPage, [job](Result<std::vector<session::Event>> page) {
+    if (!page.ok()) return job->respond(HttpResponse::FromError(page.status()));
+    const bool more = static_cast<int64_t>(page->size()) == kPage;
+    std::move(page->begin(), page->end(), std::back_inserter(job->events));
+    // Up to the seq the header named: a session still being written exports
+    // as it was when the export began.
+    if (more && job->events.back().seq < job->header.last_seq) return ReadExportEvents(job);
+    std::erase_if(job->events, [&](const session::Event& e) { return e.seq > job->header.last_seq; });
+    FinishExport(job);
+  });
+}
+
+}  // namespace
+
+void Api::ExportSession(const PathParams& params, HttpRequest req, Respond respond) const {
+  if (services_.sessions == nullptr) return respond(Unavailable("the session store"));
+  if (Status st = CheckQuery(req, {"format"}); !st.ok()) return respond(HttpResponse::FromError(st));
+  std::string format = "markdown";
+  if (auto it = req.query.find("format"); it != req.query.end()) format = it->second;
+  if (format != "markdown" && format != "json") {
+    return respond(HttpResponse::FromError(InvalidArguments("`format` must be \"markdown\" or \"json\"")));
+  }
+  auto job = std::make_shared<ExportJob>(
+      ExportJob{.store = *services_.sessions, .id = params.at("id"), .markdown = format == "markdown",
+                .respond = std::move(respond)});
+  job->store.GetAsync(job->id, [job](Result<session::SessionHeader> h) {
+    if (!h.ok()) return job->respond(HttpResponse::FromError(h.status()));
+    job->header = std::move(h).value();
+    job->store.ReadTitlesAsync({job->id}, [job](Result<std::map<std::string, session::Titles>> titles) {
+      if (titles.ok()) {
+        if (auto t = titles->find(job->id); t != titles->end()) job->title = t->second.Effective();
+      }
+      ReadExportEvents(job);
+    });
+  });
+}
+
 void Api::CallTool(const PathParams& params, HttpRequest req, Respond respond) const {
   const std::string& name = params.at("name");
   auto body = ParseJson(req.body.empty() ? std::string_view("{}") : std::string_view(req.body));
@@ -767,10 +858,9 @@ void Api::ForkSession(const PathParams& params, HttpRequest req, Respond respond
   store.GetAsync(id, [&store, id, seed_length = body->seed_length,
                       respond = std::move(respond)](Result<session::SessionHeader> parent) mutable {
     if (!parent.ok()) return respond(HttpResponse::FromError(parent.status()));
-    const int64_t seed = seed_length.value_or(parent->last_seq);
-    if (seed > parent->last_seq) {
+    if (seed_length && *seed_length > parent->last_seq) {
       return respond(HttpResponse::FromError(
-          InvalidArguments("`seed_length` (" + std::to_string(seed) + ") is beyond the last seq of session " +
+          InvalidArguments("`seed_length` (" + std::to_string(*seed_length) + ") is beyond the last seq of session " +
                            id + " (" + std::to_string(parent->last_seq) + ")")));
     }
     session::NewSession child;
@@ -780,11 +870,12 @@ void Api::ForkSession(const PathParams& params, HttpRequest req, Respond respond
     child.time_zone = parent->time_zone;
     child.delegation_depth = parent->delegation_depth;
     child.origin = "fork";
-    store.ForkAsync(id, seed, std::move(child),
+    store.ForkAsync(id, seed_length, std::move(child),
                     [respond = std::move(respond)](Result<session::SessionHeader> h) {
                       if (!h.ok()) {
                         Status st = h.status();
-                        // The store's own range check (seed_length is the only input left).
+                        // The store's range and turn-boundary checks (seed_length is
+                        // the only input left).
                         if (st.code() == codes::kInvalidArguments)
                           st = InvalidArguments("`seed_length`: " + st.message());
                         return respond(HttpResponse::FromError(st));

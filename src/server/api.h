@@ -110,6 +110,7 @@ class Api {
   void RunCommand(const PathParams& params, HttpRequest req, Respond respond) const;
   void ReadHeader(const PathParams& params, HttpRequest req, Respond respond) const;
   void ReadEvents(const PathParams& params, HttpRequest req, Respond respond) const;
+  void ExportSession(const PathParams& params, HttpRequest req, Respond respond) const;
   void PostMessage(const PathParams& params, HttpRequest req, Respond respond) const;
   void CreateSession(const PathParams& params, HttpRequest req, Respond respond) const;
   void CancelTurn(const PathParams& params, HttpRequest req, Respond respond) const;

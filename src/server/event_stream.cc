@@ -78,12 +78,30 @@ void EventStream::OnLive(const std::vector<Event>& events) {
 }
 
 void EventStream::OnDelta(const session::EventHub::Delta& d) {
+  if (!connection_ || connection_->closing()) return;
   // Only on top of what the client has: a delta never overtakes an event.
-  if (!connection_ || connection_->closing() || !backlog_done_ || !live_.empty()) return;
-  if (d.after_seq > last_sent_seq_ || known_seq_ > last_sent_seq_) return;
-  // Dropped, not queued, when the client is slow: the events are the record.
-  if (connection_->queued_messages() >= static_cast<size_t>(options_.page)) return;
-  (void)connection_->Send(DumpJson(Json{{"type", "delta"}, {"after_seq", d.after_seq}, {"kind", d.kind}, {"text", d.text}}));
+  // Dropped, not queued, when the client is slow: the events are the record,
+  // and CatchUpOnDeltas sends what was streamed once the client has caught up.
+  if (!backlog_done_ || !live_.empty() || d.after_seq > last_sent_seq_ || known_seq_ > last_sent_seq_ ||
+      connection_->queued_messages() >= static_cast<size_t>(options_.page)) {
+    behind_on_deltas_ = true;
+    return;
+  }
+  SendDelta(d.after_seq, d.kind, d.text, d.offset);
+}
+
+void EventStream::SendDelta(int64_t after_seq, std::string_view kind, std::string_view text, int64_t offset) {
+  (void)connection_->Send(DumpJson(
+      Json{{"type", "delta"}, {"after_seq", after_seq}, {"kind", kind}, {"offset", offset}, {"text", text}}));
+}
+
+void EventStream::CatchUpOnDeltas() {
+  if (!behind_on_deltas_) return;
+  behind_on_deltas_ = false;
+  auto so_far = hub_.StreamedSoFar(session_id_);
+  if (!so_far || so_far->after_seq > last_sent_seq_) return;
+  if (!so_far->reasoning.empty()) SendDelta(so_far->after_seq, "reasoning", so_far->reasoning, 0);
+  if (!so_far->text.empty()) SendDelta(so_far->after_seq, "text", so_far->text, 0);
 }
 
 void EventStream::Pump() {
@@ -105,7 +123,7 @@ void EventStream::Pump() {
     } else if (remote_pending_ && live_.empty()) {
       remote = true;  // another host appended: read what is there
     } else {
-      return;  // caught up
+      return CatchUpOnDeltas();  // caught up
     }
   }
   if (connection_->queued_messages() >= static_cast<size_t>(options_.page)) {

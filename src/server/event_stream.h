@@ -59,6 +59,9 @@ class EventStream final : public WebSocketSession, public std::enable_shared_fro
   // `remote`: a read for another host's appends (which may find nothing new).
   void OnStoreRead(int64_t asked, bool remote, Result<std::vector<session::Event>> read);
   [[nodiscard]] bool SendEvent(const session::Event& e);
+  void SendDelta(int64_t after_seq, std::string_view kind, std::string_view text, int64_t offset);
+  // Once caught up: what the model call in progress streamed so far.
+  void CatchUpOnDeltas();
   void Fail(const Status& error);
 
   session::SessionStore& store_;
@@ -76,6 +79,9 @@ class EventStream final : public WebSocketSession, public std::enable_shared_fro
   bool reading_ = false;             // a store read is in flight
   bool waiting_drain_ = false;       // a store read waits for the outgoing queue
   bool remote_pending_ = false;      // another host appended: read past known_seq_
+  // A delta was not sent (or none yet): once caught up, send what the model
+  // call in progress streamed so far, and the client drops what it holds.
+  bool behind_on_deltas_ = true;
 };
 
 }  // namespace dsh::server

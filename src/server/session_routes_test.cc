@@ -353,6 +353,74 @@ TEST_F(SessionRoutesTest, ForkErrorsNameTheProblemAndCreateNothing) {
   EXPECT_EQ(SessionCount(), before);
 }
 
+// A fork inside a turn would make the child's agent continue that turn: a
+// model call nobody asked for, and the old answer twice.
+TEST_F(SessionRoutesTest, ForkRefusesASeedInsideATurnAndNamesTheBoundaries) {
+  StartServer();
+  NewSession();
+  // 1 start, 2 user, 3 assistant, 4 end, 5 start, 6 user (running).
+  Append("s1", 1, "turn/start");
+  Append("s1", 1, "message/user");
+  Append("s1", 1, "message/assistant");
+  Append("s1", 1, "turn/end");
+  Append("s1", 1, "turn/start");
+  Append("s1", 1, "message/user");
+  const size_t before = SessionCount();
+  auto inside = Post("/api/sessions/s1/fork", R"({"seed_length": 5})");
+  EXPECT_EQ(inside.status, 400);
+  EXPECT_EQ(Code(inside), "invalid_arguments");
+  EXPECT_NE(inside.body.find("`seed_length`"), std::string::npos) << inside.body;
+  EXPECT_NE(inside.body.find("nearest turn boundaries are 4"), std::string::npos) << inside.body;
+  auto first = Post("/api/sessions/s1/fork", R"({"seed_length": 2})");
+  EXPECT_EQ(first.status, 400);
+  EXPECT_NE(first.body.find("nearest turn boundaries are 0 and 4"), std::string::npos) << first.body;
+  EXPECT_EQ(SessionCount(), before);
+  // The boundary before the second message's turn, and the default: whole turns only.
+  auto ok = Post("/api/sessions/s1/fork", R"({"seed_length": 4})");
+  ASSERT_EQ(ok.status, 201) << ok.body;
+  auto whole = Post("/api/sessions/s1/fork", "{}");
+  ASSERT_EQ(whole.status, 201) << whole.body;
+  EXPECT_EQ(Json::parse(whole.body)["session"]["seed_length"], 4);
+}
+
+// --- GET /api/sessions/{id}/export ---
+
+TEST_F(SessionRoutesTest, ExportDownloadsTheConversationAsMarkdownOrItsRawEvents) {
+  StartServer();
+  NewSession();
+  Append("s1", 3);
+  ASSERT_TRUE(store_->Append("s1", {{"title/user", {{"title", "Plans: Q3 / Q4?"}}}}).ok());
+  auto md = Get("/api/sessions/s1/export?format=markdown");
+  ASSERT_EQ(md.status, 200) << md.body;
+  EXPECT_EQ(md.headers["content-type"], "text/markdown; charset=utf-8");
+  EXPECT_EQ(md.headers["content-disposition"], "attachment; filename=\"Plans-Q3-Q4.md\"");
+  EXPECT_EQ(md.body.rfind("# Plans: Q3 / Q4?\n", 0), 0u) << md.body;
+  EXPECT_NE(md.body.find("m2"), std::string::npos) << md.body;
+  EXPECT_EQ(Get("/api/sessions/s1/export").body, md.body) << "Markdown is the default";
+
+  auto json = Get("/api/sessions/s1/export?format=json");
+  ASSERT_EQ(json.status, 200) << json.body;
+  EXPECT_EQ(json.headers["content-disposition"], "attachment; filename=\"Plans-Q3-Q4.json\"");
+  Json body = Json::parse(json.body);
+  EXPECT_EQ(body["session"]["id"], "s1");
+  EXPECT_EQ(body["title"], "Plans: Q3 / Q4?");
+  EXPECT_EQ(body["events"], Json::parse(Get("/api/sessions/s1/events").body)["events"]);
+
+  EXPECT_EQ(Code(Get("/api/sessions/s1/export?format=pdf")), "invalid_arguments");
+  EXPECT_EQ(Code(Get("/api/sessions/s1/export?limit=3")), "invalid_arguments");
+  EXPECT_EQ(Get("/api/sessions/nope/export").status, 404);
+}
+
+TEST_F(SessionRoutesTest, ExportReadsEveryPageOfALongLog) {
+  StartServer();
+  NewSession();
+  Append("s1", 2500);
+  auto json = Get("/api/sessions/s1/export?format=json");
+  ASSERT_EQ(json.status, 200);
+  EXPECT_EQ(Seqs(Json::parse(json.body)), Range(1, 2500));
+  EXPECT_EQ(json.headers["content-disposition"], "attachment; filename=\"s1.json\"") << "no title: the id";
+}
+
 // --- WebSocket /api/sessions/{id}/stream ---
 
 TEST_F(SessionRoutesTest, StreamSendsTheBacklogThenReadyThenLiveEventsInOrder) {
@@ -394,12 +462,51 @@ TEST_F(SessionRoutesTest, StreamSendsModelDeltasOnlyOnTopOfWhatTheClientHas) {
   Append("s1", 1, "message/assistant");
   auto first = c->ReadJson();
   ASSERT_TRUE(first.ok());
-  EXPECT_EQ(*first, (Json{{"type", "delta"}, {"after_seq", 3}, {"kind", "text"}, {"text", "ec"}}));
+  EXPECT_EQ(*first, (Json{{"type", "delta"}, {"after_seq", 3}, {"kind", "text"}, {"offset", 0}, {"text", "ec"}}));
   auto second = c->ReadJson();
   ASSERT_TRUE(second.ok());
   EXPECT_EQ((*second)["kind"], "reasoning");
   EXPECT_EQ(ReadEvents(*c, 1), (std::vector<int64_t>{4})) << "then the committed event; nothing else";
   EXPECT_TRUE(c->Close().ok());
+}
+
+// A page opened (or reconnected) while the model is answering shows the
+// answer from its first word: what was streamed so far comes first, then
+// each later piece with its offset, so the client can drop what it holds.
+TEST_F(SessionRoutesTest, AClientThatJoinsMidAnswerGetsWhatWasStreamedSoFarFirst) {
+  StartServer();
+  NewSession();
+  Append("s1", 3);
+  hub_.PublishDelta("s1", {3, "reasoning", "Let me "});
+  hub_.PublishDelta("s1", {3, "text", "This is "});
+  hub_.PublishDelta("s1", {3, "text", "a slow \xF0\x9F\x98\x80 "});  // an emoji: two UTF-16 units
+  auto c = Stream("");
+  ASSERT_TRUE(c);
+  ReadUntilReady(*c);
+  auto reasoning = c->ReadJson();
+  ASSERT_TRUE(reasoning.ok());
+  EXPECT_EQ(*reasoning, (Json{{"type", "delta"}, {"after_seq", 3}, {"kind", "reasoning"}, {"offset", 0},
+                              {"text", "Let me "}}));
+  auto text = c->ReadJson();
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(*text, (Json{{"type", "delta"}, {"after_seq", 3}, {"kind", "text"}, {"offset", 0},
+                         {"text", "This is a slow \xF0\x9F\x98\x80 "}}));
+  hub_.PublishDelta("s1", {3, "text", "answer"});
+  auto next = c->ReadJson();
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ((*next)["offset"], 18) << "8 + 10 UTF-16 units before it";
+  EXPECT_EQ((*next)["text"], "answer");
+  // The committed answer replaces what was streamed: a later client gets only the events.
+  Append("s1", 1, "message/assistant");
+  EXPECT_EQ(ReadEvents(*c, 1), (std::vector<int64_t>{4}));
+  auto later = Stream("?after=3");
+  ASSERT_TRUE(later);
+  EXPECT_EQ(ReadUntilReady(*later), (std::vector<int64_t>{4}));
+  hub_.PublishDelta("s1", {4, "text", "the next call"});
+  auto fresh = later->ReadJson();
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_EQ(*fresh, (Json{{"type", "delta"}, {"after_seq", 4}, {"kind", "text"}, {"offset", 0},
+                          {"text", "the next call"}}));
 }
 
 TEST_F(SessionRoutesTest, StreamOfAnEmptySessionIsReadyAtZero) {

@@ -38,6 +38,10 @@ inline constexpr std::string_view kToolResult = "tool/result";              // {
 inline constexpr std::string_view kTitleUser = "title/user";                // {title}
 inline constexpr std::string_view kTitleGenerated = "title/generated";      // {title}
 inline constexpr std::string_view kTitleFallback = "title/fallback";        // {title}
+// A turn's bounds (the agent appends them, docs/AGENTS.md). A seq is a turn
+// boundary when every turn/start at or before it has its turn/end there too.
+inline constexpr std::string_view kTurnStart = "turn/start";
+inline constexpr std::string_view kTurnEnd = "turn/end";
 }  // namespace event_types
 
 }  // namespace dsh::session

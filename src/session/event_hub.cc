@@ -1,5 +1,7 @@
 #include "session/event_hub.h"
 
+#include "base/strings.h"
+
 namespace dsh::session {
 
 EventHub::Subscription::~Subscription() { hub_.Unsubscribe(id_); }
@@ -44,9 +46,27 @@ void EventHub::Unsubscribe(uint64_t id) {
   entries_.erase(it);
 }
 
+namespace {
+
+// The events that replace what a model call streamed.
+bool EndsStreaming(const Event& e) {
+  using namespace event_types;
+  return e.type == kAssistantMessage || e.type == kReasoning || e.type == kToolCall || e.type == kTurnEnd;
+}
+
+}  // namespace
+
 void EventHub::Publish(const std::string& session_id, const std::vector<Event>& events) {
   if (events.empty()) return;
   std::lock_guard lock(mu_);
+  if (auto it = streamed_.find(session_id); it != streamed_.end()) {
+    for (const Event& e : events) {
+      if (e.seq > it->second.after_seq && EndsStreaming(e)) {
+        streamed_.erase(it);
+        break;
+      }
+    }
+  }
   for (const std::string* key : {&session_id, static_cast<const std::string*>(nullptr)}) {
     static const std::string kAll;
     auto [lo, hi] = by_session_.equal_range(key ? *key : kAll);
@@ -54,13 +74,27 @@ void EventHub::Publish(const std::string& session_id, const std::vector<Event>& 
   }
 }
 
-void EventHub::PublishDelta(const std::string& session_id, const Delta& delta) {
+void EventHub::PublishDelta(const std::string& session_id, Delta delta) {
   std::lock_guard lock(mu_);
+  Streamed& so_far = streamed_[session_id];
+  if (so_far.after_seq != delta.after_seq) so_far = Streamed{.after_seq = delta.after_seq};
+  const bool reasoning = delta.kind == "reasoning";
+  int64_t& units = reasoning ? so_far.reasoning_units : so_far.text_units;
+  delta.offset = units;
+  units += static_cast<int64_t>(Utf16Length(delta.text));
+  (reasoning ? so_far.reasoning : so_far.text) += delta.text;
   auto [lo, hi] = by_session_.equal_range(session_id);
   for (auto s = lo; s != hi; ++s) {
     const Entry& e = entries_.at(s->second);
     if (e.deltas) e.deltas(session_id, delta);
   }
+}
+
+std::optional<EventHub::Streamed> EventHub::StreamedSoFar(const std::string& session_id) {
+  std::lock_guard lock(mu_);
+  auto it = streamed_.find(session_id);
+  if (it == streamed_.end()) return std::nullopt;
+  return it->second;
 }
 
 void EventHub::PublishRemote(const std::string& session_id) {

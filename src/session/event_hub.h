@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,10 +30,24 @@ class EventHub {
   // stored, a listener may miss it, and the committed event replaces it.
   // `after_seq` is the seq of the session's last event when the model call
   // began.
+  //
+  // `offset` is how much of this kind the model call had streamed before
+  // this piece, in UTF-16 code units (a browser's String#length); the hub
+  // sets it. With it a viewer that joined late or reconnected, and got what
+  // was streamed so far first (StreamedSoFar), drops what it already holds.
   struct Delta {
     int64_t after_seq = 0;
     std::string kind;  // "text" or "reasoning"
     std::string text;
+    int64_t offset = 0;
+  };
+  // What the session's current model call has streamed so far, by kind.
+  struct Streamed {
+    int64_t after_seq = 0;
+    std::string text;
+    std::string reasoning;
+    int64_t text_units = 0;  // their lengths in UTF-16 code units
+    int64_t reasoning_units = 0;
   };
   using DeltaListener = std::function<void(const std::string& session_id, const Delta& delta)>;
   // Something a view shows changed without an event in a session's log: a
@@ -78,7 +93,11 @@ class EventHub {
 
   void Publish(const std::string& session_id, const std::vector<Event>& events);
   // Best effort, from the model's thread: the session's delta listeners.
-  void PublishDelta(const std::string& session_id, const Delta& delta);
+  // The hub keeps what was streamed until an event that stands for it
+  // (an answer, reasoning, a tool call or the turn's end) is published.
+  void PublishDelta(const std::string& session_id, Delta delta);
+  // What the session's model call in progress has streamed, if any.
+  std::optional<Streamed> StreamedSoFar(const std::string& session_id);
   // From any thread.
   void PublishChange(const Change& change);
   // From any thread: the session's remote listeners, then a "session" Change.
@@ -100,6 +119,7 @@ class EventHub {
   std::map<uint64_t, Entry> entries_;                     // GUARDED_BY(mu_)
   std::multimap<std::string, uint64_t> by_session_;       // GUARDED_BY(mu_)
   std::vector<uint64_t> change_listeners_;                // GUARDED_BY(mu_)
+  std::map<std::string, Streamed> streamed_;              // GUARDED_BY(mu_)
 };
 
 }  // namespace dsh::session

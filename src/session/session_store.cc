@@ -291,13 +291,67 @@ Result<std::vector<SessionHeader>> ListRecentTx(Tx& tx, int64_t limit) {
   return out;
 }
 
-Result<SessionHeader> ForkTx(Tx& tx, const std::string& parent_id, int64_t seed_length, const NewSession& child,
-                             int64_t now, const Clock& clock) {
-  DSH_ASSIGN_OR_RETURN(EventKeys parent, SessionKeys(tx, parent_id));
-  if (seed_length < 0 || seed_length > parent.last_seq) {
-    return InvalidArguments("seed length " + std::to_string(seed_length) + " is outside 0.." +
+// The seq of the last turn/start or turn/end at or before `seq` (0: none),
+// and whether it is a start: then `seq` lies inside that turn.
+struct TurnMark {
+  int64_t seq = 0;
+  bool start = false;
+};
+Result<TurnMark> LastTurnMarkTx(Tx& tx, int64_t session_num, int64_t seq) {
+  TurnMark mark;
+  // events_recent holds the session's newest seqs: look there first.
+  for (const char* table : {"events_recent", "events"}) {
+    DSH_RETURN_IF_ERROR(tx.Query(std::string("SELECT seq, type FROM ") + table +
+                                     " WHERE session_num = ? AND seq <= ? AND type IN (?, ?) ORDER BY seq DESC LIMIT 1",
+                                 {session_num, seq, event_types::kTurnStart, event_types::kTurnEnd},
+                                 [&](const Row& row) {
+                                   mark = {row.Int(0), row.String(1) == event_types::kTurnStart};
+                                   return Status::Ok();
+                                 }));
+    if (mark.seq > 0) break;
+  }
+  return mark;
+}
+
+// The seq of the first turn/end after `seq`, if any.
+Result<std::optional<int64_t>> NextTurnEndTx(Tx& tx, int64_t session_num, int64_t seq) {
+  std::optional<int64_t> end;
+  for (const char* table : {"events", "events_recent"}) {
+    DSH_RETURN_IF_ERROR(tx.Query(std::string("SELECT seq FROM ") + table +
+                                     " WHERE session_num = ? AND seq > ? AND type = ? ORDER BY seq LIMIT 1",
+                                 {session_num, seq, event_types::kTurnEnd}, [&](const Row& row) {
+                                   end = row.Int(0);
+                                   return Status::Ok();
+                                 }));
+    if (end) break;
+  }
+  return end;
+}
+
+// The seed of a fork: `wanted` when it is a turn boundary of the parent
+// (Fork in session_store.h), else the parent's last boundary.
+Result<int64_t> ForkSeedTx(Tx& tx, const std::string& parent_id, const EventKeys& parent,
+                           std::optional<int64_t> wanted) {
+  const int64_t seed = wanted.value_or(parent.last_seq);
+  if (seed < 0 || seed > parent.last_seq) {
+    return InvalidArguments("seed length " + std::to_string(seed) + " is outside 0.." +
                             std::to_string(parent.last_seq) + " of session " + parent_id);
   }
+  DSH_ASSIGN_OR_RETURN(TurnMark mark, LastTurnMarkTx(tx, parent.num, seed));
+  if (!mark.start) return seed;
+  const int64_t before = mark.seq - 1;
+  if (!wanted) return before;
+  DSH_ASSIGN_OR_RETURN(std::optional<int64_t> end, NextTurnEndTx(tx, parent.num, seed));
+  return InvalidArguments("seed length " + std::to_string(seed) + " ends inside the turn of session " + parent_id +
+                          " that starts at seq " + std::to_string(mark.seq) + "; the nearest turn boundaries are " +
+                          std::to_string(before) +
+                          (end ? " and " + std::to_string(*end) : " (that turn has not ended yet)"));
+}
+
+Result<SessionHeader> ForkTx(Tx& tx, const std::string& parent_id, std::optional<int64_t> wanted,
+                             const NewSession& child, int64_t now, const Clock& clock) {
+  DSH_ASSIGN_OR_RETURN(EventKeys parent, SessionKeys(tx, parent_id));
+  DSH_ASSIGN_OR_RETURN(const int64_t seed_length, ForkSeedTx(tx, parent_id, parent, wanted));
   DSH_ASSIGN_OR_RETURN(SessionHeader h, CreateTx(tx, child, now, clock, parent_id, seed_length));
   DSH_ASSIGN_OR_RETURN(EventKeys child_keys, SessionKeys(tx, h.id));
   const int64_t parent_num = parent.num, child_num = child_keys.num;
@@ -706,12 +760,13 @@ Result<std::vector<std::string>> SessionStore::SessionsWithEventType(const std::
   });
 }
 
-Result<SessionHeader> SessionStore::Fork(const std::string& parent_id, int64_t seed_length, const NewSession& child) {
+Result<SessionHeader> SessionStore::Fork(const std::string& parent_id, std::optional<int64_t> seed_length,
+                                         const NewSession& child) {
   return db_.WriteValue<SessionHeader>(
       [&](Tx& tx) { return ForkTx(tx, parent_id, seed_length, child, ToUnixMillis(clock_.Now()), clock_); });
 }
 
-void SessionStore::ForkAsync(std::string parent_id, int64_t seed_length, NewSession child,
+void SessionStore::ForkAsync(std::string parent_id, std::optional<int64_t> seed_length, NewSession child,
                              Callback<SessionHeader> done) {
   WriteAsync<SessionHeader>(
       [this, parent_id = std::move(parent_id), seed_length, child = std::move(child)](Tx& tx) {

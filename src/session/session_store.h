@@ -6,6 +6,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -96,9 +97,16 @@ class SessionStore {
   void ListRecentAsync(int64_t limit, Callback<std::vector<SessionHeader>> done);
 
   // A new session whose events 1..seed_length are copies of the parent's;
-  // records parent_id and seed_length. 0 <= seed_length <= parent's last_seq.
-  Result<SessionHeader> Fork(const std::string& parent_id, int64_t seed_length, const NewSession& child);
-  void ForkAsync(std::string parent_id, int64_t seed_length, NewSession child, Callback<SessionHeader> done);
+  // records parent_id and seed_length. 0 <= seed_length <= parent's last_seq,
+  // and seed_length is a turn boundary (event.h): a child that began inside
+  // a turn would have its agent continue that turn, a model call nobody
+  // asked for. invalid_arguments names the nearest boundaries. Without a
+  // seed_length: the parent's whole log up to its last boundary (a turn
+  // still running is left out).
+  Result<SessionHeader> Fork(const std::string& parent_id, std::optional<int64_t> seed_length,
+                             const NewSession& child);
+  void ForkAsync(std::string parent_id, std::optional<int64_t> seed_length, NewSession child,
+                 Callback<SessionHeader> done);
 
   // Moves the oldest events of the append-ordered `events_recent` table into
   // the session-clustered `events` table: at most `max_rows`, and no more

@@ -474,6 +474,50 @@ TEST_P(SessionStoreTest, ForkCopiesEventsFromBothTables) {
   for (int i = 0; i < 5; ++i) EXPECT_EQ((*events)[i].data["i"], i);
 }
 
+// Two turns, the second still running: 1 start, 2 user, 3 assistant, 4 end,
+// 5 start, 6 user. The boundaries are 0, 4 (and nothing after 4 yet).
+TEST_P(SessionStoreTest, ForkEndsAtATurnBoundaryNeverInsideATurn) {
+  for (const int64_t compacted : {0, 3, 6}) {  // the turns in either table, or split across both
+    ASSERT_TRUE(store_->Compact(1000).ok());     // the earlier rounds' events out of the way
+    SessionHeader p = NewOne();
+    ASSERT_TRUE(store_->Append(p.id, {{"turn/start", {}}, {"message/user", {{"text", "one"}}},
+                                      {"message/assistant", {{"text", "two"}}}, {"turn/end", {{"status", "completed"}}},
+                                      {"turn/start", {}}, {"message/user", {{"text", "three"}}}})
+                    .ok());
+    if (compacted > 0) {
+      ASSERT_EQ(*store_->Compact(compacted), compacted);
+    }
+    for (const int64_t seed : {0, 4}) {
+      auto child = store_->Fork(p.id, seed, NewSession{.route = p.route});
+      ASSERT_TRUE(child.ok()) << seed << ": " << child.status().ToString();
+      EXPECT_EQ(child->seed_length, seed);
+    }
+    for (const int64_t seed : {1, 2, 3}) {
+      auto inside = store_->Fork(p.id, seed, NewSession{.route = p.route});
+      EXPECT_EQ(inside.status().code(), "invalid_arguments") << seed;
+      EXPECT_NE(inside.status().message().find("ends inside the turn of session " + p.id + " that starts at seq 1"),
+                std::string::npos) << inside.status().message();
+      EXPECT_NE(inside.status().message().find("the nearest turn boundaries are 0 and 4"), std::string::npos)
+          << inside.status().message();
+    }
+    for (const int64_t seed : {5, 6}) {
+      auto running = store_->Fork(p.id, seed, NewSession{.route = p.route});
+      EXPECT_EQ(running.status().code(), "invalid_arguments") << seed;
+      EXPECT_NE(running.status().message().find("the nearest turn boundaries are 4 (that turn has not ended yet)"),
+                std::string::npos) << running.status().message();
+    }
+    // Without a seed: everything up to the last whole turn.
+    auto all = store_->Fork(p.id, std::nullopt, NewSession{.route = p.route});
+    ASSERT_TRUE(all.ok()) << all.status().ToString();
+    EXPECT_EQ(all->seed_length, 4);
+    ASSERT_TRUE(store_->Append(p.id, {{"turn/end", {{"status", "completed"}}}, {"x/y", {}}}).ok());
+    EXPECT_EQ(store_->Fork(p.id, std::nullopt, NewSession{.route = p.route})->seed_length, 8);
+    EXPECT_EQ(store_->Fork(p.id, 7, NewSession{.route = p.route})->seed_length, 7);
+    EXPECT_NE(store_->Fork(p.id, 6, NewSession{.route = p.route}).status().message().find("boundaries are 4 and 7"),
+              std::string::npos);
+  }
+}
+
 TEST_P(SessionStoreTest, CompactsByItselfAfterEnoughAppends) {
   SessionHeader h = NewOne();
   const size_t n = SessionStore::kCompactEvery + 10;

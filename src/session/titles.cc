@@ -11,8 +11,8 @@ bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' ||
 
 bool StartsWith(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
 
-// The prompt of a `<loop>` delivery, entities decoded; "Loop run" when the
-// text holds no prompt (a markup title cut before it).
+}  // namespace
+
 std::string LoopPrompt(std::string_view text) {
   size_t open = text.find("<prompt>");
   if (open == std::string_view::npos) return "Loop run";
@@ -35,8 +35,6 @@ std::string LoopPrompt(std::string_view text) {
   }
   return out;
 }
-
-}  // namespace
 
 std::optional<std::string> Titles::Effective() const {
   if (user) return user;

@@ -26,4 +26,8 @@ struct Titles {
 // off (a title stored from the markup) is "Loop run".
 std::string FallbackTitle(std::string_view first_prompt);
 
+// The prompt of a loop delivery's `<loop>` markup, XML entities decoded;
+// "Loop run" when the text holds no prompt.
+std::string LoopPrompt(std::string_view text);
+
 }  // namespace dsh::session

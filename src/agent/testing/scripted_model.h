@@ -20,6 +20,7 @@ class ScriptedModel final : public ModelAdapter {
   struct Reply {
     Result<ModelResponse> result = ModelResponse{};
     bool hold = false;  // complete only on Release()
+    std::vector<ModelDelta> deltas;  // streamed before it completes (or is held)
   };
 
   static Reply Text(std::string text) {
@@ -39,13 +40,17 @@ class ScriptedModel final : public ModelAdapter {
     r.hold = true;
     return r;
   }
+  static Reply Streaming(std::vector<ModelDelta> deltas, Reply r) {
+    r.deltas = std::move(deltas);
+    return r;
+  }
 
   void Push(Reply reply) {
     std::lock_guard lock(mu_);
     script_.push_back(std::move(reply));
   }
 
-  void Stream(ModelRequest request, std::shared_ptr<CancelToken> cancel, OnDelta, Done done) override {
+  void Stream(ModelRequest request, std::shared_ptr<CancelToken> cancel, OnDelta on_delta, Done done) override {
     Reply reply;
     uint64_t held_id = 0;
     {
@@ -61,11 +66,18 @@ class ScriptedModel final : public ModelAdapter {
         script_.pop_front();
       }
       requests_.push_back(std::move(request));
-      cv_.notify_all();
       if (reply.hold) {
         held_id = next_held_++;
         held_.push_back({held_id, std::move(reply.result), cancel, std::move(done)});
       }
+    }
+    if (on_delta) {
+      for (const ModelDelta& d : reply.deltas) on_delta(d);
+    }
+    {
+      std::lock_guard lock(mu_);  // a waiter sees the request once its deltas went out
+      ++streamed_;
+      cv_.notify_all();
     }
     if (held_id == 0) return done(std::move(reply.result));
     // Like a real adapter, a cancelled call completes at once.
@@ -93,7 +105,7 @@ class ScriptedModel final : public ModelAdapter {
   // Waits until at least `n` requests arrived.
   bool WaitForRequests(size_t n, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
     std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, timeout, [&] { return requests_.size() >= n; });
+    return cv_.wait_for(lock, timeout, [&] { return streamed_ >= n; });
   }
 
  private:
@@ -122,6 +134,7 @@ class ScriptedModel final : public ModelAdapter {
   std::condition_variable cv_;
   std::deque<Reply> script_;
   std::vector<ModelRequest> requests_;
+  size_t streamed_ = 0;  // requests whose deltas were all passed on
   std::deque<Held> held_;
   uint64_t next_held_ = 1;
 };

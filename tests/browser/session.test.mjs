@@ -267,16 +267,36 @@ describe("keyboard", () => {
 });
 
 describe("the session header", () => {
-  test("shows the model route and the session's zone", async () => {
+  test("shows the model route and the session's zone, and exports the session as Markdown and JSON", async () => {
     const page = await signedIn(browser, host);
-    const { session_id: id } = await host.tool("session_create", { prompt: "where am I" });
+    const { session_id: id } = await host.tool("session_create", { prompt: "export me" });
     await waitForEvent(browser, host, id, "turn/end");
     await page.goto(host.url + `/#/s/${id}`);
-    await page.getByText("answer to: where am I").waitFor();
+    await page.getByText("answer to: export me").waitFor();
     const header = page.locator(".session-header");
     await header.getByTestId("session-route").filter({ hasText: "openai/test-model" }).waitFor();
     const zone = (await host.api("GET", `/api/sessions/${id}`)).session.time_zone;
     assert.equal(await header.getByTestId("session-zone").innerText(), zone);
+    await screenshots(page, "header");
+
+    // Each link downloads the file the host names, signed in by the page's cookie.
+    const download = async (name) => {
+      const [d] = await Promise.all([page.waitForEvent("download"), header.getByRole("link", { name }).click()]);
+      assert.equal(await d.failure(), null, `${name}: the download failed`);
+      const chunks = [];
+      for await (const c of await d.createReadStream()) chunks.push(c);
+      return { name: d.suggestedFilename(), text: Buffer.concat(chunks).toString("utf8") };
+    };
+    const md = await download("Export as Markdown");
+    assert.match(md.name, /\.md$/);
+    assert.match(md.text, /export me/);
+    assert.match(md.text, /answer to: export me/);
+    const json = await download("Export as JSON");
+    assert.match(json.name, /\.json$/);
+    const parsed = JSON.parse(json.text);
+    const events = Array.isArray(parsed) ? parsed : parsed.events;
+    assert.deepEqual(events.map((e) => e.seq), (await host.events(id)).map((e) => e.seq), "every event, in order");
+    assert.deepEqual(userTexts(events), ["export me"]);
     await page.context().close();
   });
 });

@@ -275,6 +275,12 @@ export const api = {
     ),
 };
 
+// A download of the session (GET /api/sessions/{id}/export): the cookie
+// signs the request in, and the host names the file.
+export function exportUrl(sessionId: string, format: "markdown" | "json"): string {
+  return `/api/sessions/${encodeURIComponent(sessionId)}/export?format=${format}`;
+}
+
 export function streamUrl(sessionId: string, after: number): string {
   const scheme = location.protocol === "https:" ? "wss:" : "ws:";
   return `${scheme}//${location.host}/api/sessions/${encodeURIComponent(sessionId)}/stream?after=${after}`;

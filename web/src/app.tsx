@@ -1,6 +1,6 @@
 import { memo } from "preact/compat";
 import { useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState } from "preact/hooks";
-import { api, isUnreachable, SESSIONS_PAGE, takeEarly, type HostInfo, type SessionHeader as StoredHeader, type SessionRow, type StoredEvent } from "./api";
+import { api, exportUrl, isUnreachable, SESSIONS_PAGE, takeEarly, type HostInfo, type SessionHeader as StoredHeader, type SessionRow, type StoredEvent } from "./api";
 import { followChanges, throttle } from "./changes";
 import { fieldOfError } from "./lib/fields";
 import { rereads } from "./lib/mcp";
@@ -426,7 +426,8 @@ function SessionItem({ row, current, pinned, unread, onOpen }: {
   );
 }
 
-// The open session: its title, id, model route, zone and status.
+// The open session: its title, id, model route, zone and status, and its
+// export as a download.
 function SessionHeader({ row, id, isGlobal, header }: { row?: SessionRow; id: string; isGlobal: boolean; header?: StoredHeader }) {
   const route = header?.route;
   return (
@@ -447,6 +448,10 @@ function SessionHeader({ row, id, isGlobal, header }: { row?: SessionRow; id: st
             <span class={`dot ${row.status}`} aria-hidden="true" /> <span class="status">{row.status}</span>
           </>
         )}
+      </span>
+      <span class="exports">
+        <a class="button secondary" href={exportUrl(id, "markdown")} download>Export as Markdown</a>
+        <a class="button secondary" href={exportUrl(id, "json")} download>Export as JSON</a>
       </span>
     </header>
   );

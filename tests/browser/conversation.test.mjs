@@ -192,6 +192,7 @@ describe("a conversation with tools, Markdown and a stopped turn", () => {
     assert.equal(await thinking.locator(".who").innerText(), "Reasoning (thinking…)");
     // While only reasoning streams (its pieces come 150 ms apart), nothing claims the assistant is writing.
     assert.equal(await conversation(page).getByText("Assistant (writing…)").count(), 0);
+    await screenshot(page, "conversation-thinking");
     const writing = page.getByTestId("streaming");
     await writing.getByText("a worm digs silently").waitFor();
     assert.equal(await writing.locator(".who").innerText(), "Assistant (writing…)");
@@ -202,6 +203,20 @@ describe("a conversation with tools, Markdown and a stopped turn", () => {
 
     await page.getByRole("button", { name: "Stop", exact: true }).click();
     await conversation(page).getByText("You stopped this turn.").waitFor();
+  });
+
+  test("Stop keeps the half-written answer and reasoning, marked as stopped", async () => {
+    const partial = conversation(page).locator("li.block.assistant", { hasText: "a worm digs silently" });
+    await partial.getByText("Stopped — partial answer").waitFor();
+    assert.match(await partial.locator(".markdown").innerText(), /^Autumn moonlight—\s*a worm digs silently$/);
+    await conversation(page).locator("li.block.reasoning summary", { hasText: "Reasoning (stopped — partial)" }).waitFor();
+    assert.equal(await page.getByTestId("streaming").count(), 0, "the streamed copy is gone: the answer shows once");
+    assert.equal(await conversation(page).getByText("a worm digs silently").count(), 1);
+    const events = await host.events(id);
+    const kept = events.filter((e) => e.data.partial === true).map((e) => e.type);
+    assert.deepEqual(kept.sort(), ["message/assistant", "message/reasoning"]);
+    assert.equal(events.at(-1).type, "turn/end");
+    assert.equal(events.at(-1).data.error?.code, "cancelled");
   });
 
   test("every message, tool call and turn note shows when it happened, with the exact local time on hover", async () => {
@@ -356,5 +371,59 @@ describe("times", () => {
     await conversation(page).locator("li.block.user", { hasText: "what time is it" }).getByText("3 min ago").waitFor();
     assert.equal(await loop.locator("time.ago").innerText(), "3 min ago");
     await context.close();
+  });
+});
+
+describe("reconnecting mid-answer", () => {
+  test("the answer being written shows once, without a gap and without flicker, after the connection drops", async () => {
+    const id = await newSession();
+    const page = await newPage();
+    // The page's stream goes through a route the test can cut, as a flaky network does.
+    const routes = [];
+    let onReady = () => {};
+    const nextReady = () => new Promise((ok) => (onReady = ok));
+    await page.routeWebSocket(/\/api\/sessions\/[^/]+\/stream/, (ws) => {
+      const server = ws.connectToServer();
+      server.onMessage((m) => {
+        ws.send(m);
+        if (JSON.parse(String(m)).type === "ready") onReady();
+      });
+      routes.push(ws);
+    });
+    let live = nextReady();
+    await page.goto(host.url + `/#/s/${id}`);
+    await page.reload();  // the route applies to documents loaded after it
+    await live;
+    const words = "One two three four five six seven eight nine ten";
+    model.script.push({ text: words, pieces: 10, delayMs: 200, hold: true });
+    await send(id, "count slowly");
+    const writing = page.getByTestId("streaming");
+    await writing.getByText("One two").waitFor();
+    // Every text the streaming answer shows, from here on; and whether it ever went away.
+    await page.evaluate(() => {
+      window.__seen = [];
+      const look = () => {
+        const el = document.querySelector('[data-testid="streaming"] .markdown');
+        window.__seen.push(el ? el.textContent.trim() : null);
+      };
+      new MutationObserver(look).observe(document.querySelector('[data-testid="conversation"]'), { subtree: true, childList: true, characterData: true });
+    });
+    live = nextReady();
+    await routes[0].close();
+    await page.getByText("Reconnecting…").waitFor();
+    await live;
+    await page
+      .waitForFunction((w) => document.querySelector('[data-testid="streaming"] .markdown')?.textContent.trim() === w, words, { timeout: 20000 })
+      .catch(async () => assert.fail("the answer being written: " + JSON.stringify(await writing.locator(".markdown").innerText())));
+    assert.equal(await writing.locator(".markdown").innerText(), words, "once, and whole");
+    const seen = await page.evaluate(() => window.__seen);
+    assert.ok(!seen.includes(null), "the streaming answer never went away: " + JSON.stringify(seen));
+    for (let i = 1; i < seen.length; i++) {
+      assert.ok(seen[i].startsWith(seen[i - 1]), `it only grew: ${JSON.stringify(seen[i - 1])} then ${JSON.stringify(seen[i])}`);
+    }
+    assert.ok(routes.length >= 2, "the page reconnected");
+    await page.getByRole("button", { name: "Stop", exact: true }).click();
+    await conversation(page).getByText("You stopped this turn.").waitFor();
+    await page.context().close();
   });
 });

@@ -192,6 +192,7 @@ describe("a conversation with tools, Markdown and a stopped turn", () => {
     assert.equal(await thinking.locator(".who").innerText(), "Reasoning (thinking…)");
     // While only reasoning streams (its pieces come 150 ms apart), nothing claims the assistant is writing.
     assert.equal(await conversation(page).getByText("Assistant (writing…)").count(), 0);
+    await conversation(page).evaluate((el) => (el.scrollTop = el.scrollHeight));
     await screenshot(page, "conversation-thinking");
     const writing = page.getByTestId("streaming");
     await writing.getByText("a worm digs silently").waitFor();

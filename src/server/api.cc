@@ -216,6 +216,27 @@ const ObjectSchema<CreateBody>& CreateBodySchema() {
   return *schema;
 }
 
+constexpr size_t kMaxUserTitle = 200;  // characters
+
+// The title a rename (PATCH /api/sessions/{id}) sets, trimmed; nullopt
+// clears it (back to the generated or fallback title); invalid_arguments
+// naming `title` otherwise.
+Result<std::optional<std::string>> UserTitle(const Json& title) {
+  if (title.is_null()) return std::optional<std::string>();
+  if (!title.is_string()) return InvalidArguments("`title` must be a string or null");
+  std::string t = title.get<std::string>();
+  const size_t first = t.find_first_not_of(" \t\r\n\f\v");
+  if (first == std::string::npos) return InvalidArguments("`title` must not be empty (null returns to the generated title)");
+  t = t.substr(first, t.find_last_not_of(" \t\r\n\f\v") - first + 1);
+  size_t chars = 0;
+  for (unsigned char c : t) chars += (c & 0xC0) != 0x80;
+  if (chars > kMaxUserTitle) {
+    return InvalidArguments("`title` has " + std::to_string(chars) + " characters; at most " +
+                            std::to_string(kMaxUserTitle) + " are allowed");
+  }
+  return std::optional<std::string>(std::move(t));
+}
+
 // The body of POST /api/sessions/{id}/fork.
 struct ForkBody {
   std::optional<int64_t> seed_length;
@@ -258,6 +279,7 @@ const std::vector<Api::Route>& Api::Routes() {
       {"POST", "/api/tools/{name}", &Api::CallTool},
       {"POST", "/api/commands", &Api::RunCommand},
       {"GET", "/api/sessions/{id}", &Api::ReadHeader},
+      {"PATCH", "/api/sessions/{id}", &Api::UpdateSession},
       {"GET", "/api/sessions/{id}/events", &Api::ReadEvents},
       {"GET", "/api/sessions/{id}/export", &Api::ExportSession},
       {"GET", kStreamPattern, &Api::StreamWithoutUpgrade},
@@ -559,6 +581,54 @@ void Api::ReadHeader(const PathParams& params, HttpRequest req, Respond respond)
   services_.sessions->GetAsync(params.at("id"), [respond = std::move(respond)](Result<session::SessionHeader> h) {
     if (!h.ok()) return respond(HttpResponse::FromError(h.status()));
     respond(HttpResponse::FromJson(200, Json{{"session", session::HeaderToJson(*h)}}));
+  });
+}
+
+void Api::UpdateSession(const PathParams& params, HttpRequest req, Respond respond) const {
+  if (services_.sessions == nullptr) return respond(Unavailable("the session store"));
+  if (Status st = CheckQuery(req, {}); !st.ok()) return respond(HttpResponse::FromError(st));
+  auto body = ParseJson(req.body.empty() ? std::string_view("{}") : std::string_view(req.body));
+  if (!body.ok()) return respond(HttpResponse::FromError(body.status()));
+  if (!body->is_object()) {
+    return respond(HttpResponse::FromError(Status(codes::kInvalidJson, "the request body must be a JSON object")));
+  }
+  // Every check before the first write: a bad body changes nothing.
+  for (const auto& [key, value] : body->items()) {
+    if (key != "title" && key != "archived") {
+      return respond(HttpResponse::FromError(
+          InvalidArguments("unknown property `" + key + "` (a session takes `title` and `archived`)")));
+    }
+  }
+  std::vector<session::EventDraft> drafts;  // the title's event first, then the archiving's
+  if (auto it = body->find("title"); it != body->end()) {
+    auto title = UserTitle(*it);
+    if (!title.ok()) return respond(HttpResponse::FromError(title.status()));
+    drafts.push_back({std::string(session::event_types::kTitleUser), Json{{"title", *title ? Json(**title) : Json()}}});
+  }
+  if (auto it = body->find("archived"); it != body->end()) {
+    if (!it->is_boolean()) return respond(HttpResponse::FromError(InvalidArguments("`archived` must be true or false")));
+    drafts.push_back({std::string(session::event_types::kArchived), Json{{"archived", it->get<bool>()}}});
+  }
+  if (drafts.empty()) {
+    return respond(HttpResponse::FromError(InvalidArguments("nothing to change: give `title` and/or `archived`")));
+  }
+  session::SessionStore& store = *services_.sessions;
+  const std::string& id = params.at("id");
+  // Straight to the log, live or cold (like a reminder's change): nothing
+  // here wakes the session, and other hosts read it from the store.
+  store.AppendAsync(id, std::move(drafts), [&store, id, respond = std::move(respond)](Result<std::vector<session::Event>> r) {
+    if (!r.ok()) return respond(HttpResponse::FromError(r.status()));
+    store.GetAsync(id, [&store, id, respond](Result<session::SessionHeader> h) {
+      if (!h.ok()) return respond(HttpResponse::FromError(h.status()));
+      store.ReadTitlesAsync({id}, [h = *h, id, respond](Result<std::map<std::string, session::Titles>> titles) {
+        std::optional<std::string> title;
+        if (titles.ok()) {
+          if (auto t = titles->find(id); t != titles->end()) title = t->second.Effective();
+        }
+        respond(HttpResponse::FromJson(200, Json{{"session", session::HeaderToJson(h)},
+                                                 {"title", title ? Json(*title) : Json()}}));
+      });
+    });
   });
 }
 

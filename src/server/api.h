@@ -111,6 +111,7 @@ class Api {
   void ReadHeader(const PathParams& params, HttpRequest req, Respond respond) const;
   void ReadEvents(const PathParams& params, HttpRequest req, Respond respond) const;
   void ExportSession(const PathParams& params, HttpRequest req, Respond respond) const;
+  void UpdateSession(const PathParams& params, HttpRequest req, Respond respond) const;
   void PostMessage(const PathParams& params, HttpRequest req, Respond respond) const;
   void CreateSession(const PathParams& params, HttpRequest req, Respond respond) const;
   void CancelTurn(const PathParams& params, HttpRequest req, Respond respond) const;

@@ -383,6 +383,70 @@ TEST_F(SessionRoutesTest, ForkRefusesASeedInsideATurnAndNamesTheBoundaries) {
   EXPECT_EQ(Json::parse(whole.body)["session"]["seed_length"], 4);
 }
 
+// --- PATCH /api/sessions/{id} ---
+
+TEST_F(SessionRoutesTest, PatchRenamesAndArchivesThroughTheLog) {
+  StartServer();
+  NewSession();
+  ASSERT_TRUE(store_->Append("s1", {{"title/fallback", {{"title", "what I asked first"}}}}).ok());
+  auto patch = [&](const std::string& body) {
+    auto r = HttpRequestSync("PATCH", "http://127.0.0.1:" + std::to_string(port_) + "/api/sessions/s1", body,
+                             {{"Authorization", "Bearer secret"}});
+    EXPECT_TRUE(r.ok());
+    return r.ok() ? *r : HttpClientResponse{};
+  };
+  auto renamed = patch(R"({"title": "  Weekly report \n"})");
+  ASSERT_EQ(renamed.status, 200) << renamed.body;
+  EXPECT_EQ(Json::parse(renamed.body)["title"], "Weekly report");
+  EXPECT_EQ(Json::parse(renamed.body)["session"]["archived"], false);
+  EXPECT_EQ(store_->ReadTitles({"s1"})->at("s1").Effective(), "Weekly report");
+
+  auto archived = patch(R"({"archived": true})");
+  ASSERT_EQ(archived.status, 200) << archived.body;
+  EXPECT_EQ(Json::parse(archived.body)["session"]["archived"], true);
+  EXPECT_EQ(Json::parse(Get("/api/sessions/s1").body)["session"]["archived"], true);
+  EXPECT_EQ(Json::parse(archived.body)["title"], "Weekly report");
+
+  auto both = patch(R"({"title": null, "archived": false})");
+  ASSERT_EQ(both.status, 200) << both.body;
+  EXPECT_EQ(Json::parse(both.body)["title"], "what I asked first");
+  EXPECT_EQ(Json::parse(both.body)["session"]["archived"], false);
+  // Each change is an event of the session's log.
+  std::vector<std::string> types;
+  const Json log = Json::parse(Get("/api/sessions/s1/events").body);
+  for (const auto& e : log["events"]) types.push_back(e["type"]);
+  EXPECT_EQ(types, (std::vector<std::string>{"title/fallback", "title/user", "session/archived", "title/user",
+                                             "session/archived"}));
+
+  const int64_t last = store_->Get("s1")->last_seq;
+  struct Case {
+    std::string body, code, named;
+  };
+  for (const Case& c : std::vector<Case>{
+           {R"({"title": ""})", "invalid_arguments", "`title` must not be empty"},
+           {R"({"title": "   "})", "invalid_arguments", "`title` must not be empty"},
+           {R"({"title": 7})", "invalid_arguments", "`title` must be a string or null"},
+           {"{\"title\": \"" + std::string(201, 'x') + "\"}", "invalid_arguments", "at most 200"},
+           {R"({"archived": "yes"})", "invalid_arguments", "`archived` must be true or false"},
+           {R"({"title": "ok", "pinned": true})", "invalid_arguments", "unknown property `pinned`"},
+           {R"({})", "invalid_arguments", "nothing to change"},
+           {R"([1])", "invalid_json", ""},
+           {R"({)", "invalid_json", ""}}) {
+    auto r = patch(c.body);
+    EXPECT_EQ(r.status, 400) << c.body;
+    EXPECT_EQ(Code(r), c.code) << c.body << ": " << r.body;
+    EXPECT_NE(r.body.find(c.named), std::string::npos) << c.body << ": " << r.body;
+  }
+  // 200 characters (not bytes) is still a title.
+  std::string long_title;
+  for (int i = 0; i < 200; ++i) long_title += "\xC3\xA9";
+  EXPECT_EQ(patch("{\"title\": \"" + long_title + "\"}").status, 200);
+  EXPECT_EQ(store_->Get("s1")->last_seq, last + 1) << "nothing written by the refused bodies";
+  auto missing = HttpRequestSync("PATCH", "http://127.0.0.1:" + std::to_string(port_) + "/api/sessions/nope",
+                                 R"({"title": "x"})", {{"Authorization", "Bearer secret"}});
+  EXPECT_EQ(missing->status, 404);
+}
+
 // --- GET /api/sessions/{id}/export ---
 
 TEST_F(SessionRoutesTest, ExportDownloadsTheConversationAsMarkdownOrItsRawEvents) {

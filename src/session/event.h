@@ -35,9 +35,13 @@ inline constexpr std::string_view kAssistantMessage = "message/assistant";  // {
 inline constexpr std::string_view kReasoning = "message/reasoning";         // {text}
 inline constexpr std::string_view kToolCall = "tool/call";                  // {call_id, name, arguments}
 inline constexpr std::string_view kToolResult = "tool/result";              // {call_id, name, result | error}
-inline constexpr std::string_view kTitleUser = "title/user";                // {title}
+inline constexpr std::string_view kTitleUser = "title/user";                // {title | null}
 inline constexpr std::string_view kTitleGenerated = "title/generated";      // {title}
 inline constexpr std::string_view kTitleFallback = "title/fallback";        // {title}
+// A person's rename: {title: TEXT} sets the user title, {title: null} clears
+// it (the generated or fallback title shows again). kTitleUser above.
+// Archived or not, as the person chose (out of the default session list):
+inline constexpr std::string_view kArchived = "session/archived";            // {archived: bool}
 // A turn's bounds (the agent appends them, docs/AGENTS.md). A seq is a turn
 // boundary when every turn/start at or before it has its turn/end there too.
 inline constexpr std::string_view kTurnStart = "turn/start";

@@ -12,7 +12,8 @@ Json HeaderToJson(const SessionHeader& h) {
             {"seed_length", h.seed_length},
             {"delegation_depth", h.delegation_depth},
             {"origin", h.origin},
-            {"last_seq", h.last_seq}};
+            {"last_seq", h.last_seq},
+            {"archived", h.archived}};
   if (h.route.reasoning_effort) j["route"]["reasoning_effort"] = *h.route.reasoning_effort;
   if (h.cwd) j["cwd"] = *h.cwd;
   if (h.preset) j["preset"] = *h.preset;

@@ -32,6 +32,7 @@ struct SessionHeader {
   int64_t delegation_depth = 0;
   std::string origin;      // who created it: "user", "session_create", "loop", ...
   int64_t last_seq = 0;    // seq of the newest event; 0 when empty
+  bool archived = false;   // the latest session/archived event's `archived` (docs/API.md, PATCH)
 
   friend bool operator==(const SessionHeader&, const SessionHeader&) = default;
 };

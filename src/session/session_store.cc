@@ -19,7 +19,7 @@ using store::Value;
 
 constexpr const char* kHeaderColumns =
     "id, created_at, updated_at, cwd, preset, provider, model, reasoning_effort, time_zone, parent_id, "
-    "seed_length, delegation_depth, origin, last_seq";
+    "seed_length, delegation_depth, origin, last_seq, archived";
 
 
 SessionHeader HeaderFromRow(const Row& row) {
@@ -38,6 +38,7 @@ SessionHeader HeaderFromRow(const Row& row) {
   h.delegation_depth = row.Int(11);
   h.origin = row.String(12);
   h.last_seq = row.Int(13);
+  h.archived = row.Int(14) != 0;
   return h;
 }
 
@@ -135,18 +136,44 @@ Status ValidateDraft(const EventDraft& d) {
   if (!d.data.is_object()) return InvalidArguments("event data of '" + d.type + "' must be a JSON object");
   if (TitleColumn(d.type) != nullptr) {
     auto it = d.data.find("title");
-    if (it == d.data.end() || !it->is_string() || it->get<std::string>().empty()) {
-      return InvalidArguments("a '" + d.type + "' event needs a non-empty string `title`");
+    const bool cleared = d.type == event_types::kTitleUser && it != d.data.end() && it->is_null();
+    if (!cleared && (it == d.data.end() || !it->is_string() || it->get<std::string>().empty())) {
+      return InvalidArguments("a '" + d.type + "' event needs a non-empty string `title`" +
+                              (d.type == event_types::kTitleUser ? " (or null to clear it)" : ""));
+    }
+  }
+  if (d.type == event_types::kArchived) {
+    auto it = d.data.find("archived");
+    if (it == d.data.end() || !it->is_boolean()) {
+      return InvalidArguments("a '" + d.type + "' event needs a boolean `archived`");
     }
   }
   return Status::Ok();
 }
 
-Status UpdateTitle(Tx& tx, const std::string& id, std::string_view type, const std::string& title) {
+// The title an event sets: its `title`, or nullopt when it clears it.
+std::optional<std::string> TitleOf(const Json& data) {
+  auto it = data.find("title");
+  if (it == data.end() || !it->is_string()) return std::nullopt;
+  return it->get<std::string>();
+}
+
+Status UpdateTitle(Tx& tx, const std::string& id, std::string_view type, const std::optional<std::string>& title) {
   const char* column = TitleColumn(type);
   if (column == nullptr) return Status::Ok();
   std::string sql = std::string("UPDATE sessions SET ") + column + " = ? WHERE id = ?";
-  return tx.Exec(sql, {std::string_view(title), std::string_view(id)}).status();
+  return tx.Exec(sql, {OptValue(title), std::string_view(id)}).status();
+}
+
+// What a header keeps of an appended event: its title columns, `archived`.
+Status UpdateHeaderOf(Tx& tx, const std::string& id, const EventDraft& d) {
+  if (TitleColumn(d.type) != nullptr) return UpdateTitle(tx, id, d.type, TitleOf(d.data));
+  if (d.type == event_types::kArchived) {
+    return tx.Exec("UPDATE sessions SET archived = ? WHERE id = ?",
+                   {int64_t{d.data.at("archived").get<bool>() ? 1 : 0}, std::string_view(id)})
+        .status();
+  }
+  return Status::Ok();
 }
 
 // An append checked and serialized on the caller's thread, so that the
@@ -190,9 +217,7 @@ Result<std::vector<Event>> AppendTx(Tx& tx, const std::string& id, PreparedAppen
                                          "VALUES (?, ?, ?, ?, ?, ?)",
                                          {keys.num, seq, std::string_view(d.type), now,
                                           std::string_view(append.data[i]), tail}));
-    if (TitleColumn(d.type) != nullptr) {
-      DSH_RETURN_IF_ERROR(UpdateTitle(tx, id, d.type, d.data.at("title").get<std::string>()));
-    }
+    DSH_RETURN_IF_ERROR(UpdateHeaderOf(tx, id, d));
     out.push_back(Event{seq, std::move(d.type), now, std::move(d.data)});
   }
   // By the integer key (not UPDATE ... RETURNING: SQLite takes a much slower
@@ -364,16 +389,14 @@ Result<SessionHeader> ForkTx(Tx& tx, const std::string& parent_id, std::optional
     DSH_RETURN_IF_ERROR(tx.Exec(sql, {child_num, parent_num, seed_length}).status());
   }
   // Title snapshot of the inherited prefix.
-  std::vector<std::pair<std::string, std::string>> titles;
+  std::vector<std::pair<std::string, std::optional<std::string>>> titles;
   DSH_RETURN_IF_ERROR(tx.Query(
       "SELECT type, data, seq FROM events WHERE session_num = ? AND seq <= ? AND type IN (?, ?, ?) ORDER BY seq",
       {child_num, seed_length, event_types::kTitleUser, event_types::kTitleGenerated,
        event_types::kTitleFallback},
       [&](const Row& row) -> Status {
         auto data = ParseJson(row.Text(1));
-        if (data.ok() && data->is_object() && data->contains("title") && (*data)["title"].is_string()) {
-          titles.emplace_back(row.String(0), (*data)["title"].get<std::string>());
-        }
+        if (data.ok() && data->is_object()) titles.emplace_back(row.String(0), TitleOf(*data));
         return Status::Ok();
       }));
   for (const auto& [type, title] : titles) DSH_RETURN_IF_ERROR(UpdateTitle(tx, h.id, type, title));
@@ -515,6 +538,9 @@ std::vector<store::Migration> SessionStore::Migrations() {
            " starts TEXT NOT NULL,"
            " PRIMARY KEY (session_id, chunk))",
        }},
+      // v4: a session the person archived (session/archived events) leaves
+      // the default session list; the column keeps the latest choice.
+      {"session", 4, {"ALTER TABLE sessions ADD COLUMN archived BIGINT NOT NULL DEFAULT 0"}},
   };
 }
 

@@ -518,6 +518,34 @@ TEST_P(SessionStoreTest, ForkEndsAtATurnBoundaryNeverInsideATurn) {
   }
 }
 
+TEST_P(SessionStoreTest, AUserTitleCanBeClearedAndArchivingIsKeptInTheHeader) {
+  SessionHeader h = NewOne();
+  EXPECT_FALSE(h.archived);
+  ASSERT_TRUE(store_->Append(h.id, {{"title/fallback", {{"title", "first words"}}},
+                                    {"title/user", {{"title", "Mine"}}},
+                                    {"session/archived", {{"archived", true}}}})
+                  .ok());
+  EXPECT_EQ(store_->ReadTitles({h.id})->at(h.id).Effective(), "Mine");
+  EXPECT_TRUE(store_->Get(h.id)->archived);
+  // A fork inherits the titles of its prefix, not the archiving.
+  auto child = store_->Fork(h.id, std::nullopt, NewSession{.route = h.route});
+  ASSERT_TRUE(child.ok()) << child.status().ToString();
+  EXPECT_FALSE(child->archived);
+  EXPECT_EQ(store_->ReadTitles({child->id})->at(child->id).Effective(), "Mine");
+
+  ASSERT_TRUE(store_->Append(h.id, {{"title/user", {{"title", nullptr}}}, {"session/archived", {{"archived", false}}}})
+                  .ok());
+  EXPECT_EQ(store_->ReadTitles({h.id})->at(h.id).Effective(), "first words");
+  EXPECT_FALSE(store_->Get(h.id)->archived);
+  auto cleared_fork = store_->Fork(h.id, std::nullopt, NewSession{.route = h.route});
+  EXPECT_EQ(store_->ReadTitles({cleared_fork->id})->at(cleared_fork->id).Effective(), "first words");
+
+  // Only the user title may be cleared; archiving needs a boolean.
+  EXPECT_EQ(store_->Append(h.id, {{"title/generated", {{"title", nullptr}}}}).status().code(), "invalid_arguments");
+  EXPECT_EQ(store_->Append(h.id, {{"session/archived", {{"archived", 1}}}}).status().code(), "invalid_arguments");
+  EXPECT_EQ(store_->Append(h.id, {{"session/archived", Json::object()}}).status().code(), "invalid_arguments");
+}
+
 TEST_P(SessionStoreTest, CompactsByItselfAfterEnoughAppends) {
   SessionHeader h = NewOne();
   const size_t n = SessionStore::kCompactEvery + 10;

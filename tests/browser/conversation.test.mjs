@@ -428,3 +428,35 @@ describe("reconnecting mid-answer", () => {
     await page.context().close();
   });
 });
+
+describe("a brand-new session", () => {
+  // The model starts answering before the page's stream of the new session
+  // is connected: the first piece went out to nobody. The host now sends
+  // what was streamed so far once the page has caught up.
+  test("shows its answer from the first word, though the page connects after the model began", async () => {
+    const page = await newPage();
+    await page.getByRole("navigation", { name: "Sessions" }).waitFor();
+    await page.evaluate(() => {
+      window.__seen = [];
+      new MutationObserver(() => {
+        const el = document.querySelector('[data-testid="streaming"] .markdown');
+        if (el) window.__seen.push(el.textContent.trim());
+      }).observe(document.body, { subtree: true, childList: true, characterData: true });
+    });
+    // The first piece at once, the rest slowly, then the answer stays open.
+    const words = "This is a slow streamed answer, word by word.";
+    model.script.push({ text: words, pieces: 8, delayMs: 300, quickStart: true, hold: true });
+    await page.getByRole("button", { name: "New session", exact: true }).click();
+    await page.getByLabel("First message").fill("Tell me slowly");
+    await page.getByRole("button", { name: "Start", exact: true }).click();
+    const writing = page.getByTestId("streaming");
+    await writing.getByText("word by word.").waitFor();
+    assert.equal(await writing.locator(".markdown").innerText(), words);
+    const seen = await page.evaluate(() => window.__seen);
+    assert.ok(seen.length > 0);
+    for (const text of seen) assert.ok(text.startsWith("This"), `begins with the first word: ${JSON.stringify(text)}`);
+    await page.getByRole("button", { name: "Stop", exact: true }).click();
+    await conversation(page).getByText("You stopped this turn.").waitFor();
+    await page.context().close();
+  });
+});

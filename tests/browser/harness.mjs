@@ -130,6 +130,7 @@ export class ScriptedModel {
 //    toolCalls?: [{name: string, arguments: object}],
 //    pieces?: number,   // each of reasoning and text in this many pieces (default 3)
 //    delayMs?: number,  // between pieces (default 0)
+//    quickStart?: boolean, // the first piece at once, only the later ones delayMs apart
 //    hold?: boolean,    // after the pieces, keep the response open until the client goes (a Stop)
 //    fail?: number}     // answer with this HTTP status instead
 function streamStep(model, res, step) {
@@ -166,7 +167,7 @@ function streamStep(model, res, step) {
     if (closed) return;
     if (i < chunks.length) {
       send(chunks[i++]);
-      setTimeout(next, step.delayMs ?? 0);
+      setTimeout(next, step.quickStart && i < 2 ? 0 : step.delayMs ?? 0);
       return;
     }
     if (step.hold) {

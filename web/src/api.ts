@@ -4,6 +4,7 @@
 
 import type { ActivityItem, Outcome, Tokens } from "./lib/activity";
 import { displayTitle } from "./lib/deliveries";
+import type { LoopView } from "./lib/loops";
 
 export type { ActivityItem, Outcome, Tokens };
 
@@ -130,22 +131,9 @@ export interface StoredEvent {
   data: any;
 }
 
-export interface LoopView {
-  loop_id: string;
-  prompt: string;
-  schedule: { kind: "every"; every_seconds: number } | { kind: "after"; after_seconds: number } | { kind: "cron"; expr: string; tz?: string };
-  session_id: string;
-  created_by_session_id?: string;
-  created_at: number;
-  next_at?: number;
-  last_run_at?: number;
-  last_result?: "delivered" | "failed";
-  last_error?: string;
-  state: "scheduled" | "running" | "overdue" | "completed" | "failed";
-  // Issue 29: how its last run's turn ended; absent from an older host.
-  health?: "ok" | "failing" | "unknown";
-  last_outcome?: Outcome;
-}
+// What a loop tool answers (spec 000's LoopView, with issue 29's health and
+// last outcome): one type, kept in lib/loops beside the code that reads it.
+export type { LoopView };
 
 // A run's turn (issue 29): `outcome` of a run row.
 export interface RunOutcome extends Outcome {

@@ -54,7 +54,11 @@ void ReadTitlesEach(session::SessionStore& store, std::vector<std::string> ids,
 Json StatusRowToJson(const SessionStatusRow& row) {
   Json j = {{"session_id", row.session_id}, {"status", std::string(agent::AgentStatusName(row.status))}};
   if (row.title) j["title"] = *row.title;
-  if (row.updated_at) j["updated_at"] = FormatRfc3339Utc(FromUnixMillis(*row.updated_at));
+  if (row.updated_at) {
+    // Both come from the header: a missing session has neither.
+    j["updated_at"] = FormatRfc3339Utc(FromUnixMillis(*row.updated_at));
+    j["archived"] = row.archived;
+  }
   return j;
 }
 
@@ -74,7 +78,7 @@ void SessionService::Recent(int64_t n, Callback<std::vector<SessionStatusRow>> d
     rows->reserve(headers->size());
     ids.reserve(headers->size());
     for (const auto& h : *headers) {
-      rows->push_back({h.id, std::nullopt, StatusOf(agents, h.id), h.updated_at});
+      rows->push_back({h.id, std::nullopt, StatusOf(agents, h.id), h.updated_at, h.archived});
       ids.push_back(h.id);
     }
     ReadTitlesEach(store, std::move(ids), [rows, done](std::map<std::string, session::Titles> titles) {
@@ -94,6 +98,7 @@ void SessionService::Exact(std::string session_id, Callback<SessionStatusRow> do
     if (header.ok()) {
       row.status = live.value_or(agent::AgentStatus::kCold);
       row.updated_at = header->updated_at;
+      row.archived = header->archived;
     } else if (header.status().code() == codes::kNotFound) {
       if (!live) return done(row);
       row.status = *live;  // live but not yet readable here: still not missing

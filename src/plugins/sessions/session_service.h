@@ -20,9 +20,11 @@ struct SessionStatusRow {
   std::optional<std::string> title;  // the durable title; absent when none or unreadable
   agent::AgentStatus status = agent::AgentStatus::kMissing;
   std::optional<int64_t> updated_at;  // Unix ms; absent only for kMissing
+  bool archived = false;              // the header's `archived`; only shown with updated_at
 };
 
-// {session_id, title?, status, updated_at?} with updated_at as RFC 3339 UTC.
+// {session_id, title?, status, updated_at?, archived?} with updated_at as RFC
+// 3339 UTC; updated_at and archived are both present exactly when the header was read.
 Json StatusRowToJson(const SessionStatusRow& row);
 
 // A bounded window of a session's conversation blocks.

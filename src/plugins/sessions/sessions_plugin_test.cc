@@ -321,6 +321,24 @@ TEST_F(SessionsPluginTest, IncludesTheLatestDurableTitleWhenAvailable) {
   EXPECT_EQ(RowOf(Ok("list_sessions", Json::object()), id)["title"], "Second");
 }
 
+TEST_F(SessionsPluginTest, RowsSayWhetherTheSessionIsArchivedAndStillListIt) {
+  std::string kept = Cold();
+  std::string archived = Cold();
+  EXPECT_EQ(RowOf(Ok("session_status", Json::object()), archived)["archived"], false);
+  // What PATCH /api/sessions/{id} appends: archiving is an event, not a deletion.
+  Append(archived, {{"session/archived", {{"archived", true}}}});
+  Json r = Ok("session_status", Json::object());
+  EXPECT_EQ(Ids(r).size(), 2u) << "an archived session is still listed: " << r.dump();
+  EXPECT_EQ(RowOf(r, archived)["archived"], true);
+  EXPECT_EQ(RowOf(r, kept)["archived"], false);
+  EXPECT_EQ(RowOf(Ok("list_sessions", Json::object()), archived)["archived"], true);
+  EXPECT_EQ(Ok("session_status", {{"session_id", archived}})["sessions"][0]["archived"], true);
+  EXPECT_EQ(Ok("check_session_status", {{"session_id", archived}})["archived"], true);
+  Append(archived, {{"session/archived", {{"archived", false}}}});
+  EXPECT_EQ(RowOf(Ok("session_status", Json::object()), archived)["archived"], false);
+  EXPECT_EQ(Ok("check_session_status", {{"session_id", archived}})["archived"], false);
+}
+
 TEST_F(SessionsPluginTest, PreservesThePrecedenceOfUserProviderAndDeterministicFallbackTitleEvents) {
   std::string fallback_only = Cold();
   Append(fallback_only, {{std::string(et::kTitleFallback), {{"title", "fallback"}}}});
@@ -459,7 +477,7 @@ TEST_F(SessionsPluginTest, SessionStatusWithSessionIdReturnsOneExactStatusRowInc
   std::string live = Live();
   Json c = Ok("session_status", {{"session_id", cold}});
   ASSERT_EQ(c["sessions"].size(), 1u);
-  EXPECT_EQ(c["sessions"][0], (Json{{"session_id", cold}, {"status", "cold"}, {"updated_at", "2026-01-01T00:00:01.000Z"}}));
+  EXPECT_EQ(c["sessions"][0], (Json{{"session_id", cold}, {"status", "cold"}, {"updated_at", "2026-01-01T00:00:01.000Z"}, {"archived", false}}));
   Json l = Ok("session_status", {{"session_id", live}, {"recent_n", 7}});
   ASSERT_EQ(l["sessions"].size(), 1u);
   EXPECT_EQ(l["sessions"][0]["status"], "idle");
@@ -472,7 +490,7 @@ TEST_F(SessionsPluginTest, SessionStatusWithSessionIdReturnsOneExactStatusRowInc
 TEST_F(SessionsPluginTest, CheckSessionStatusReturnsOneViewAndNeverResumes) {
   std::string cold = Cold();
   EXPECT_EQ(Ok("check_session_status", {{"session_id", cold}}),
-            (Json{{"session_id", cold}, {"status", "cold"}, {"updated_at", "2026-01-01T00:00:01.000Z"}}));
+            (Json{{"session_id", cold}, {"status", "cold"}, {"updated_at", "2026-01-01T00:00:01.000Z"}, {"archived", false}}));
   EXPECT_EQ(Ok("check_session_status", {{"session_id", "ses_missing"}}),
             (Json{{"session_id", "ses_missing"}, {"status", "missing"}}));
   EXPECT_FALSE(manager_->LiveStatus(cold).has_value());

@@ -257,7 +257,7 @@ describe("keyboard", () => {
     const { session_id: id } = await host.tool("session_create", { prompt: "focus please" });
     await waitForEvent(browser, host, id, "turn/end");
     const nav = page.getByRole("navigation", { name: "Sessions" });
-    await nav.getByRole("button", { name: /focus please/i }).click();
+    await nav.getByRole("button", { name: /^focus please/i }).click();
     await page.getByText("answer to: focus please").waitFor();
     assert.equal(await page.evaluate(() => document.activeElement?.getAttribute("aria-label")), "Message");
     await page.keyboard.type("typed at once");

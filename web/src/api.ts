@@ -90,6 +90,8 @@ export interface SessionRow {
   title?: string;
   status: "running" | "idle" | "cold" | "missing";
   updated_at?: string;
+  // Absent from an older host and from a `missing` row.
+  archived?: boolean;
 }
 
 export interface HostInfo {
@@ -113,6 +115,7 @@ export interface SessionHeader {
   route?: { provider: string; model: string; reasoning_effort?: string };
   preset?: string;
   parent_id?: string;
+  archived?: boolean;
 }
 
 export interface McpServerView {
@@ -239,6 +242,14 @@ export const api = {
       "GET",
       `/api/sessions/${encodeURIComponent(sessionId)}`,
     ).then((r) => r.session),
+  // Renames (`title`: a string; null returns to the automatic title) and/or
+  // archives a session (PATCH /api/sessions/{id}); answers the durable title.
+  updateSession: (sessionId: string, change: { title?: string | null; archived?: boolean }) =>
+    request<{ session: SessionHeader; title: string | null }>(
+      "PATCH",
+      `/api/sessions/${encodeURIComponent(sessionId)}`,
+      change,
+    ),
   // A session's active reminders (docs/REMINDERS.md); only on a host with the schedule plugin.
   reminders: (sessionId: string) =>
     api.tool<{ schedules: Reminder[] }>("schedule_list", {}, sessionId).then((r) => r.schedules),

@@ -12,6 +12,8 @@ import { Composer } from "./composer";
 import { Conversation, type CommandResult } from "./conversation";
 import { planFork, type UserMessage } from "./lib/fork";
 import { Queued, type QueuedMessage } from "./queued";
+import { displayTitle } from "./lib/deliveries";
+import { RenameForm, SessionMenu, type MenuActions } from "./manage";
 
 // The address names what is shown: #/s/SESSION_ID, #/s/SESSION_ID/SEQ (the
 // session scrolled to that event, highlighted), #/automation (every loop),
@@ -91,6 +93,15 @@ export function App() {
   const results_counter = useRef(0);
   const limitRef = useRef(limit);
   limitRef.current = limit;
+  // Rename and archive (issue 31): which list the sidebar shows, the title
+  // being edited (and where), sessions this page knows a person titled (the
+  // rows do not say; only those offer "Use the automatic title"), and the
+  // last change the host refused.
+  const [showArchived, setShowArchived] = useState(false);
+  const [renaming, setRenaming] = useState<{ id: string; where: "sidebar" | "header" } | null>(null);
+  const [userTitled, setUserTitled] = useState<Record<string, boolean>>({});
+  const [manageError, setManageError] = useState<string | null>(null);
+  const menuButtons = useRef(new Map<string, HTMLButtonElement | null>());
 
   const refresh = useCallback(async () => {
     try {
@@ -157,9 +168,11 @@ export function App() {
       live = false;
     };
   }, [activityVersion]);
+  const shownTitle = current && !activityOpen && !automation
+    ? sessions.find((s) => s.session_id === current)?.title || current : undefined;
   useEffect(() => {
-    document.title = pageTitle(unread.total);
-  }, [unread.total]);
+    document.title = pageTitle(unread.total, shownTitle);
+  }, [unread.total, shownTitle]);
   // Opening a session (and looking at it) marks its activity read.
   const unreadHere = current ? unread.sessions[current] ?? 0 : 0;
   useEffect(() => {
@@ -186,7 +199,54 @@ export function App() {
   const globalId = host?.global_session_id ?? null;
   const titles = new Map(sessions.map((s) => [s.session_id, s.title]));
   const globalRow = sessions.find((s) => s.session_id === globalId);
-  const others = sessions.filter((s) => s.session_id !== globalId);
+  const others = sessions.filter((s) => s.session_id !== globalId && !!s.archived === showArchived);
+
+  // PATCH /api/sessions/{id}; the answer updates the row and the header at
+  // once (the change feed's re-read follows, here and on other pages).
+  const change = async (id: string, what: { title?: string | null; archived?: boolean }) => {
+    const r = await api.updateSession(id, what);
+    setManageError(null);
+    setHeaders((all) => ({ ...all, [id]: r.session }));
+    if ("title" in what) setUserTitled((all) => ({ ...all, [id]: what.title !== null }));
+    setSessions((all) => all.map((s) => (s.session_id !== id ? s : {
+      ...s,
+      title: r.title === null ? undefined : displayTitle(r.title),
+      archived: r.session.archived,
+    })));
+  };
+  const refocusMenu = (key: string) => requestAnimationFrame(() => menuButtons.current.get(key)?.focus());
+  const actionsFor = (id: string, where: "sidebar" | "header"): MenuActions => {
+    const failed = (what: string) => (e: any) => setManageError(`${what}: ${e?.message ?? String(e)}`);
+    return {
+      onRename: () => setRenaming({ id, where }),
+      onAutomaticTitle: userTitled[id]
+        ? () => void change(id, { title: null }).catch(failed("Could not return to the automatic title"))
+        : undefined,
+      onArchive: id === globalId ? undefined
+        : (archived) => void change(id, { archived }).catch(failed(archived ? "Could not archive" : "Could not unarchive")),
+    };
+  };
+  const renameProps = (id: string, name: string, where: "sidebar" | "header") => ({
+    name,
+    initial: name,
+    onSave: (title: string) => change(id, { title }),
+    onDone: () => {
+      setRenaming(null);
+      refocusMenu(`${where}:${id}`);
+    },
+  });
+  const itemProps = (row: SessionRow) => {
+    const name = row.title || row.session_id;
+    return {
+      row,
+      current,
+      unread: unread.sessions[row.session_id] ?? 0,
+      onOpen: open,
+      actions: actionsFor(row.session_id, "sidebar"),
+      rename: renaming?.id === row.session_id && renaming.where === "sidebar" ? renameProps(row.session_id, name, "sidebar") : null,
+      buttonRef: (el: HTMLButtonElement | null) => void menuButtons.current.set(`sidebar:${row.session_id}`, el),
+    };
+  };
 
   // Sends a queued message (again, on a retry: with the same idempotency
   // key, so the host delivers it once however many tries reach it).
@@ -310,15 +370,19 @@ export function App() {
             Automation
           </a>
         </div>
+        <div class="list-filter" role="group" aria-label="Which sessions to list">
+          <button type="button" class="secondary" aria-pressed={!showArchived} onClick={() => setShowArchived(false)}>Active</button>
+          <button type="button" class="secondary" aria-pressed={showArchived} onClick={() => setShowArchived(true)}>Archived</button>
+        </div>
         {listError && <p class="error-text" role="alert">{listError}</p>}
-        <ul class="session-list">
-          {globalRow && (
-            <SessionItem row={globalRow} current={current} pinned unread={unread.sessions[globalRow.session_id] ?? 0} onOpen={open} />
-          )}
-          {others.map((s) => (
-            <SessionItem key={s.session_id} row={s} current={current} unread={unread.sessions[s.session_id] ?? 0} onOpen={open} />
-          ))}
+        {manageError && <p class="error-text" role="alert">{manageError}</p>}
+        <ul class="session-list" aria-label={showArchived ? "Archived sessions" : "Sessions"}>
+          {globalRow && !showArchived && <SessionItem {...itemProps(globalRow)} pinned />}
+          {others.map((s) => <SessionItem key={s.session_id} {...itemProps(s)} />)}
         </ul>
+        {showArchived && others.length === 0 && (
+          <p class="muted empty-list">No archived sessions{sessions.length >= limit ? " among those loaded" : ""}.</p>
+        )}
         {sessions.length >= limit && (
           <button type="button" class="secondary more" onClick={() => setLimit(limit + PAGE)}>
             Show more sessions
@@ -342,7 +406,10 @@ export function App() {
         ) : current ? (
           <>
             <SessionHeader row={sessions.find((s) => s.session_id === current)} id={current} isGlobal={current === globalId}
-                           header={headers[current]} />
+                           header={headers[current]} actions={actionsFor(current, "header")}
+                           rename={renaming?.id === current && renaming.where === "header"
+                             ? renameProps(current, sessions.find((s) => s.session_id === current)?.title || current, "header") : null}
+                           buttonRef={(el) => void menuButtons.current.set(`header:${current}`, el)} />
             <ConversationView
               sessionId={current}
               sessionTimeZone={headers[current]?.time_zone ?? null}
@@ -406,13 +473,16 @@ export function App() {
   );
 }
 
-function SessionItem({ row, current, pinned, unread, onOpen }: {
+type RenameProps = { name: string; initial: string; onSave: (title: string) => Promise<void>; onDone: () => void };
+
+function SessionItem({ row, current, pinned, unread, onOpen, actions, rename, buttonRef }: {
   row: SessionRow; current: string | null; pinned?: boolean; unread: number; onOpen: (id: string) => void;
+  actions: MenuActions; rename: RenameProps | null; buttonRef: (el: HTMLButtonElement | null) => void;
 }) {
   const name = row.title || row.session_id;
   return (
     <li class={`session${row.session_id === current ? " current" : ""}${pinned ? " pinned" : ""}`} data-session={row.session_id}>
-      <button type="button" onClick={() => onOpen(row.session_id)}
+      {rename ? <RenameForm {...rename} /> : <button type="button" class="open" onClick={() => onOpen(row.session_id)}
               aria-current={row.session_id === current ? "page" : undefined}>
         <span class="name">{pinned && <span class="tag">Global interface</span>} {name}</span>
         <span class="meta">
@@ -421,20 +491,30 @@ function SessionItem({ row, current, pinned, unread, onOpen }: {
           <span class="when">{relative(row.updated_at)}</span>
           {unread > 0 && <span class="badge unread">{unread} unread</span>}
         </span>
-      </button>
+      </button>}
+      <SessionMenu name={name} archived={!!row.archived} actions={actions} buttonRef={buttonRef} />
     </li>
   );
 }
 
 // The open session: its title, id, model route, zone and status, and its
 // export as a download.
-function SessionHeader({ row, id, isGlobal, header }: { row?: SessionRow; id: string; isGlobal: boolean; header?: StoredHeader }) {
+function SessionHeader({ row, id, isGlobal, header, actions, rename, buttonRef }: {
+  row?: SessionRow; id: string; isGlobal: boolean; header?: StoredHeader;
+  actions: MenuActions; rename: RenameProps | null; buttonRef: (el: HTMLButtonElement | null) => void;
+}) {
   const route = header?.route;
+  const name = row?.title || id;
+  const archived = row?.archived ?? header?.archived ?? false;
   return (
     <header class="session-header">
-      <h1>{row?.title || id}</h1>
+      <span class="title">
+        {rename ? <RenameForm {...rename} /> : <h1>{name}</h1>}
+        <SessionMenu name={name} archived={archived} actions={actions} buttonRef={buttonRef} />
+      </span>
       <span class="meta">
         {isGlobal && <span class="tag">Global interface</span>}
+        {archived && <span class="tag">Archived</span>}
         <span class="mono muted">{id}</span>
         {route && (
           <span class="route" title="The model route: provider/model" data-testid="session-route">

@@ -54,6 +54,8 @@ test("durations, tokens, relative times and the page title", () => {
   assert.equal(ago(0, 2 * 86400_000), "2 days ago");
   assert.equal(pageTitle(0), "dsh");
   assert.equal(pageTitle(3), "(3) dsh");
+  assert.equal(pageTitle(0, "Weekly report"), "Weekly report — dsh");
+  assert.equal(pageTitle(2, "Weekly report"), "(2) Weekly report — dsh");
 });
 
 test("an item opens its session at the event", () => {

@@ -106,9 +106,10 @@ export function ago(at: number, now: number): string {
   return d === 1 ? "1 day ago" : `${d} days ago`;
 }
 
-/** The page's title: `(N) dsh` while anything is unread. */
-export function pageTitle(unread: number): string {
-  return unread > 0 ? `(${unread}) dsh` : "dsh";
+/** The page's title: `(N) dsh` while anything is unread, with the open session's title first. */
+export function pageTitle(unread: number, session?: string): string {
+  const page = session ? `${session} — dsh` : "dsh";
+  return unread > 0 ? `(${unread}) ${page}` : page;
 }
 
 /**

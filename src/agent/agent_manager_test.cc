@@ -147,6 +147,20 @@ class AgentTest : public ::testing::TestWithParam<std::string> {
     return Deliver(*manager_, id, text, mode, std::move(key));
   }
 
+  // Sends `text` to a new session whose model holds the call (push a held
+  // reply first), stops the turn once the model was called, and waits until
+  // the agent is idle again. The session's id.
+  std::string StopWhileTheModelAnswers(const std::string& text) {
+    std::string id = CreateSession();
+    EXPECT_TRUE(Deliver(id, text).ok());
+    EXPECT_TRUE(model_.WaitForRequests(1));
+    std::promise<Status> idle;
+    manager_->WhenIdle(id, [&](Status st) { idle.set_value(st); });
+    manager_->Cancel(id);
+    EXPECT_TRUE(idle.get_future().get().ok());
+    return id;
+  }
+
   std::vector<Event> Log(const std::string& id) {
     auto r = sessions_->ReadEvents(id, 0, 10'000);
     EXPECT_TRUE(r.ok()) << r.status().ToString();
@@ -718,13 +732,7 @@ TEST_P(AgentTest, StepLimitEndsTheTurnWithAClearError) {
 
 TEST_P(AgentTest, CancelEndsTheRunningTurn) {
   model_.Push(ScriptedModel::Hold(ScriptedModel::Text("never shown")));
-  std::string id = CreateSession();
-  ASSERT_TRUE(Deliver(id, "slow").ok());
-  ASSERT_TRUE(model_.WaitForRequests(1));
-  std::promise<Status> idle;
-  manager_->WhenIdle(id, [&](Status st) { idle.set_value(st); });
-  manager_->Cancel(id);
-  EXPECT_TRUE(idle.get_future().get().ok());
+  std::string id = StopWhileTheModelAnswers("slow");
   auto log = Log(id);
   EXPECT_EQ(log.back().data["error"]["code"], "cancelled");
   EXPECT_TRUE(Texts(log, et::kAssistantMessage).empty());
@@ -738,13 +746,7 @@ TEST_P(AgentTest, AStoppedTurnKeepsItsPartialAnswer) {
       {{ModelDelta::Kind::kReasoning, "Weighing "}, {ModelDelta::Kind::kText, "The answer "},
        {ModelDelta::Kind::kText, "is forty"}},
       ScriptedModel::Text("never shown"))));
-  std::string id = CreateSession();
-  ASSERT_TRUE(Deliver(id, "slow").ok());
-  ASSERT_TRUE(model_.WaitForRequests(1));
-  std::promise<Status> idle;
-  manager_->WhenIdle(id, [&](Status st) { idle.set_value(st); });
-  manager_->Cancel(id);
-  EXPECT_TRUE(idle.get_future().get().ok());
+  std::string id = StopWhileTheModelAnswers("slow");
   auto log = Log(id);
   ASSERT_GE(log.size(), 3u);
   const auto& end = log[log.size() - 1];

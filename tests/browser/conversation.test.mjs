@@ -141,10 +141,10 @@ describe("a conversation with tools, Markdown and a stopped turn", () => {
     assert.equal(await cell.evaluate((el) => getComputedStyle(el).borderTopStyle), "solid", "cells have borders");
     assert.ok(await cell.evaluate((el) => parseFloat(getComputedStyle(el).borderLeftWidth) >= 1), border);
     const done = answer.getByRole("checkbox", { name: "read the sessions" });
-    const todo = answer.getByRole("checkbox", { name: "write the tests" });
+    const unchecked = answer.getByRole("checkbox", { name: "write the tests" });
     assert.equal(await done.isChecked(), true);
-    assert.equal(await todo.isChecked(), false);
-    assert.equal(await todo.isDisabled(), true, "read-only");
+    assert.equal(await unchecked.isChecked(), false);
+    assert.equal(await unchecked.isDisabled(), true, "read-only");
     const quote = answer.locator("blockquote");
     assert.ok(await quote.evaluate((el) => parseFloat(getComputedStyle(el).borderLeftWidth) >= 3), "a bar on the left");
     // Nothing sticks out of the bubble: long words and URLs wrap, the code block scrolls inside.

@@ -63,7 +63,8 @@ class Writer {
     zone_ = zone.ok() ? *zone : TimeZone::Utc();
   }
 
-  std::string When(int64_t at) const { return FormatRfc3339InZone(FromUnixMillis(at), zone_); }
+  // To the second: milliseconds are noise to a reader.
+  std::string When(int64_t at) const { return FormatRfc3339InZone(FromUnixMillis(at - at % 1000), zone_); }
 
   void Section(const std::string& who, const Event& e, const std::string& body) {
     out_ += "## " + who + " · " + When(e.at) + "\n\n" + body;

@@ -78,5 +78,12 @@ TEST(ExportMarkdown, DeliveriesShowTheirPromptAndFailuresSaySo) {
   EXPECT_NE(md.find("*Stopped.*"), std::string::npos) << md;
 }
 
+TEST(ExportMarkdown, TimesAreToTheSecond) {
+  Event e = E(1, "message/user", {{"text", "hi"}});
+  e.at += 789;
+  std::string md = ExportMarkdown(Header(), "t", {e});
+  EXPECT_NE(md.find("## You · 2026-12-03T13:00:01+01:00\n"), std::string::npos) << md;
+}
+
 }  // namespace
 }  // namespace dsh::session

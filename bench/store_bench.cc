@@ -2,7 +2,7 @@
 //
 //   store_bench [--dir DIR] [--seconds S] [--quick] [--appenders N] [--mode strands|inline|threads]
 //               [--wal-writes gathered|direct] [--gather US] [--checkpoints background|writer]
-//               [--no-baseline] [--no-reads] [--metrics on|off]
+//               [--no-baseline] [--no-reads] [--no-search] [--metrics on|off]
 //
 // The selection flags run only part of it (for A/B comparisons of one case);
 // without them it runs everything below. The others turn off what the host
@@ -18,6 +18,8 @@
 //    appenders (each appends one event at a time to its own session and waits
 //    for the acknowledgement), with group commit and with one transaction per
 //    append (max_batch = 1), in the same run.
+//    Then the same async appends with the search index following them
+//    (SearchIndex on its own thread, as in `dsh web`) against without it.
 // 2. Listing the 50 most recent of 100,000 sessions (latency p50/p99).
 // 3. Reading a 200-event window from a 1,000,000-event session (p50/p99).
 #include <algorithm>
@@ -38,6 +40,8 @@
 
 #include "bench_cli.h"
 #include "bench_util.h"
+#include "session/event_hub.h"
+#include "session/search_index.h"
 #include "session/session_store.h"
 #include "store/sqlite_connection.h"
 
@@ -54,6 +58,7 @@ struct Args {
   int only_mode = -1;      // a Mode, or -1: all
   bool baseline = true;
   bool reads = true;
+  bool search = true;
 };
 
 // What the host does unless a flag says otherwise.
@@ -63,13 +68,17 @@ bool background_checkpoints = true;  // --checkpoints
 bool with_metrics = true;            // --metrics
 metrics::Registry bench_metrics;     // the commit metrics' registry, as the host's
 
-std::unique_ptr<store::Database> Open(const std::string& path, size_t max_batch) {
+std::unique_ptr<store::Database> Open(const std::string& path, size_t max_batch, bool search = false) {
+  std::vector<store::Migration> migrations = session::SessionStore::Migrations();
+  if (search) {
+    for (auto& m : session::SearchIndex::Migrations()) migrations.push_back(std::move(m));
+  }
   auto db = store::Database::Open(
       std::make_unique<store::SqliteConnectionFactory>(
           store::SqliteOptions{.path = path,
                                .gather_wal_writes = gather_wal_writes,
                                .checkpoints = {.background = background_checkpoints}}),
-      session::SessionStore::Migrations(),
+      std::move(migrations),
       store::DatabaseOptions{.readers = 2,
                              .max_batch = max_batch,
                              .max_gather = std::chrono::microseconds(gather_us),
@@ -85,6 +94,7 @@ struct AppendResult {
   double per_second;
   double commits_per_second;
   bench::WriterTime writer;
+  int64_t indexed = 0;  // events the search index took during the run (with `search`)
 };
 
 // How appenders wait for their acknowledgement:
@@ -105,12 +115,21 @@ constexpr ModeInfo kModes[] = {{Mode::kStrands, "strands", "async, on strands"},
                                {Mode::kInline, "inline", "async, on the writer"},
                                {Mode::kThreads, "threads", "blocked threads"}};
 
-AppendResult Appends(const std::string& path, int appenders, size_t max_batch, double seconds, Mode mode) {
+// With `search`, the host's search index follows the appends (its own
+// thread indexing what they add, as in `dsh web`).
+AppendResult Appends(const std::string& path, int appenders, size_t max_batch, double seconds, Mode mode,
+                     bool search = false) {
   std::filesystem::remove(path);
   std::filesystem::remove(path + "-wal");
   std::filesystem::remove(path + "-shm");
-  auto db = Open(path, max_batch);
-  session::SessionStore store(*db, RealClock());
+  session::EventHub hub;
+  auto db = Open(path, max_batch, search);
+  session::SessionStore store(*db, RealClock(), search ? &hub : nullptr);
+  std::unique_ptr<session::SearchIndex> index;
+  if (search) {
+    index = std::make_unique<session::SearchIndex>(*db, RealClock(), &hub);
+    index->Start();
+  }
   std::vector<std::string> ids;
   for (int i = 0; i < appenders; ++i) ids.push_back(store.Create({.route = {"echo", "echo"}})->id);
   const Json data = {{"text", "a typical short assistant message of about this length, with some words"}};
@@ -167,8 +186,13 @@ AppendResult Appends(const std::string& path, int appenders, size_t max_batch, d
   for (auto& t : threads) t.join();
   double elapsed = std::chrono::duration<double>(Clock_::now() - start).count();
   auto after = db->stats();
+  int64_t indexed = 0;
+  if (index) {
+    index->Stop();
+    indexed = index->stats().events_indexed;
+  }
   return {static_cast<double>(done.load()) / elapsed, static_cast<double>(after.commits - before.commits) / elapsed,
-          bench::WriterPerCommit(before, after, elapsed)};
+          bench::WriterPerCommit(before, after, elapsed), indexed};
 }
 
 struct Latency {
@@ -230,6 +254,8 @@ int main(int argc, char** argv) {
       "--no-baseline", [&] { args.baseline = false; }, "leave out the one-transaction-per-append baseline");
   app.add_flag_callback(
       "--no-reads", [&] { args.reads = false; }, "leave out the read cases");
+  app.add_flag_callback(
+      "--no-search", [&] { args.search = false; }, "leave out the appends with the search index following");
   app.add_option_function<std::string>(
          "--metrics", [](const std::string& v) { with_metrics = v == "on"; },
          "the commit metrics (DatabaseOptions::metrics)")
@@ -264,6 +290,21 @@ int main(int argc, char** argv) {
       }
       std::printf("%.0f / %.0f / %.0f / %.0f |\n", group.writer.jobs, group.writer.commit, group.writer.callbacks,
                   group.writer.waiting);
+      std::fflush(stdout);
+    }
+  }
+  if (args.search) {
+    // The same appends (async, on strands) with and without the search
+    // index following them, one after the other.
+    std::printf("\n## Appends with the search index following (group commit, async on strands, %.1f s each)\n\n",
+                args.seconds);
+    std::printf("| appenders | index off: events/s | index on: events/s | on / off | events indexed during the run |\n");
+    std::printf("|---:|---:|---:|---:|---:|\n");
+    for (int appenders : {1, 64}) {
+      AppendResult off = Appends(path, appenders, 1024, args.seconds, Mode::kStrands);
+      AppendResult on = Appends(path, appenders, 1024, args.seconds, Mode::kStrands, /*search=*/true);
+      std::printf("| %d | %.0f | %.0f | %.2f | %lld |\n", appenders, off.per_second, on.per_second,
+                  on.per_second / off.per_second, static_cast<long long>(on.indexed));
       std::fflush(stdout);
     }
   }

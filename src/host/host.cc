@@ -4,6 +4,7 @@
 
 #include "base/ids.h"
 #include "host/activity_routes.h"
+#include "host/search_routes.h"
 #include "base/version.h"
 #include "store/pg_connection.h"
 #include "store/sqlite_connection.h"
@@ -15,6 +16,7 @@ std::vector<store::Migration> Host::AllMigrations() {
   std::vector<store::Migration> all;
   for (auto& m : session::SessionStore::Migrations()) all.push_back(std::move(m));
   for (auto& m : agent::AgentManager::Migrations()) all.push_back(std::move(m));
+  for (auto& m : session::SearchIndex::Migrations()) all.push_back(std::move(m));
   // Profile-wide settings ("global_session": the global interface session's id).
   all.push_back({"host", 1, {"CREATE TABLE profile_settings (key TEXT PRIMARY KEY, value TEXT NOT NULL)"}});
   return all;
@@ -94,6 +96,8 @@ Result<std::unique_ptr<Host>> Host::Open(const HostOptions& options) {
   });
   host->AddHostMetrics();
   for (auto& route : ActivityRoutes(*host->db_, *host->sessions_, hub)) host->AddHttpRoute(std::move(route));
+  host->search_ = std::make_unique<session::SearchIndex>(*host->db_, *host->clock_, hub);
+  for (auto& route : SearchRoutes(*host->search_)) host->AddHttpRoute(std::move(route));
   return host;
 }
 
@@ -115,6 +119,7 @@ Status Host::Start(unsigned threads) {
   agents_->Start();
   for (auto& hook : start_hooks_) DSH_RETURN_IF_ERROR(hook());
   StartPruner();
+  search_->Start();
   return Status::Ok();
 }
 
@@ -171,6 +176,7 @@ void Host::Stop() {
   if (stopped_) return;
   stopped_ = true;
   if (pruner_) pruner_->Stop();
+  if (search_) search_->Stop();
   for (auto it = stop_hooks_.rbegin(); it != stop_hooks_.rend(); ++it) (*it)();
   if (agents_) agents_->Stop();
   if (mcp_) mcp_->Stop();

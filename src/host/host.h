@@ -21,6 +21,7 @@
 #include "host/profile.h"
 #include "mcp/mcp_tools.h"
 #include "session/event_hub.h"
+#include "session/search_index.h"
 #include "session/session_store.h"
 #include "store/database.h"
 #include "store/pruner.h"
@@ -143,6 +144,9 @@ class Host {
   void AddRetainedInboxKeys(agent::agent_store::RetainedKeys keys) { retained_keys_.push_back(std::move(keys)); }
   // Null before Start and when nothing is to be pruned (every limit 0).
   store::Pruner* pruner() { return pruner_.get(); }
+  // Full-text search over the sessions (GET /api/search); its thread runs
+  // from Start to Stop.
+  session::SearchIndex& search() { return *search_; }
   const std::vector<HttpRoute>& http_routes() const { return http_routes_; }
 
   // Every schema migration of the compiled-in modules.
@@ -183,6 +187,7 @@ class Host {
   std::vector<agent::agent_store::RetainedKeys> retained_keys_;
   std::optional<store::PrunerOptions> pruner_options_;
   std::unique_ptr<store::Pruner> pruner_;  // after db_: stopped and destroyed before it
+  std::unique_ptr<session::SearchIndex> search_;  // after db_ and events_: destroyed before them
   std::vector<std::shared_ptr<void>> owned_;  // last: destroyed first
 };
 

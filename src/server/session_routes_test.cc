@@ -872,7 +872,8 @@ class HostRoutesTest : public ::testing::Test {
         std::make_unique<Api>(Api::Options{"secret", "9.9.9"}, Api::Services{.tools = host_->tools(),
                                                                              .sessions = &host_->sessions(),
                                                                              .events = &host_->events(),
-                                                                             .host = host_.get()});
+                                                                             .host = host_.get(),
+                                                                             .extra_routes = host_->http_routes()});
     HttpServer::Options server_options;
     server_options.websocket = [this](HttpRequest req, UpgradeRespond r) {
       api_->HandleUpgrade(std::move(req), std::move(r));
@@ -1172,6 +1173,52 @@ TEST_F(McpHostRoutesTest, TheChangeFeedSaysWhenAnMcpServerChangesState) {
   EXPECT_NE(server["last_error"].get<std::string>().find("No such file or directory"), std::string::npos)
       << server;
   EXPECT_TRUE((*feed)->Close().ok());
+}
+
+// GET /api/search over a real host: what a person said and what the model
+// answered are found soon after, by word or prefix; a rename is found by
+// its new title; bad queries are refused.
+TEST_F(HostRoutesTest, SearchFindsMessagesAndTitlesSoonAfterTheyAreWritten) {
+  std::string id = Create()["id"];
+  auto sent = Post("/api/sessions/" + id + "/messages", {{"message", "where is the Kilimanjaro trailhead?"}});
+  ASSERT_EQ(sent.status, 200) << sent.body;
+  UserMessages(id, 1);
+  auto search = [&](const std::string& q) {
+    for (int i = 0; i < 200; ++i) {
+      auto r = Get("/api/search?q=" + q);
+      EXPECT_EQ(r.status, 200) << r.body;
+      Json j = Json::parse(r.body, nullptr, false);
+      if (!j["results"].empty() || r.status != 200) return j;
+      std::this_thread::sleep_for(20ms);
+    }
+    return Json::parse(R"({"results": []})");
+  };
+  Json found = search("kilim");
+  ASSERT_EQ(found["results"].size(), 1u) << found.dump();
+  EXPECT_EQ(found["results"][0]["session_id"], id);
+  EXPECT_GT(found["results"][0]["seq"].get<int64_t>(), 0);
+  EXPECT_NE(found["results"][0]["snippet"].get<std::string>().find("<mark>Kilimanjaro</mark>"), std::string::npos);
+  EXPECT_EQ(found["results"][0]["archived"], false);
+  EXPECT_FALSE(found.contains("next"));
+
+  auto renamed = HttpRequestSync("PATCH", base_ + "/api/sessions/" + id, R"({"title": "Hiking plans"})",
+                                 {{"Authorization", "Bearer secret"}});
+  ASSERT_TRUE(renamed.ok());
+  ASSERT_EQ(renamed->status, 200) << renamed->body;
+  found = search("hiking%20plan");
+  ASSERT_EQ(found["results"].size(), 1u) << found.dump();
+  EXPECT_EQ(found["results"][0]["title"], "Hiking plans");
+  EXPECT_EQ(found["results"][0]["seq"], 0);
+
+  for (const std::string bad : {"/api/search", "/api/search?q=%21%21", "/api/search?q=x&limit=0",
+                                "/api/search?q=x&limit=101", "/api/search?q=x&before=abc", "/api/search?q=x&sort=new"}) {
+    auto r = Get(bad);
+    EXPECT_EQ(r.status, 400) << bad << ": " << r.body;
+    EXPECT_EQ(Error(r)["code"], "invalid_arguments") << bad;
+  }
+  auto anonymous = HttpRequestSync("GET", base_ + "/api/search?q=kilim", "", {});
+  ASSERT_TRUE(anonymous.ok());
+  EXPECT_EQ(anonymous->status, 401);
 }
 
 }  // namespace

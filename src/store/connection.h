@@ -56,15 +56,22 @@ using RowFn = std::function<Status(const Row&)>;
 // placeholders, BIGINT/TEXT/DOUBLE PRECISION columns, `INSERT ... ON CONFLICT
 // DO NOTHING`, `RETURNING`, `CASE` instead of MAX()/GREATEST(). Dialect-only
 // DDL goes in a comment the other dialect ignores: `/*sqlite: WITHOUT ROWID*/`
-// is expanded by SQLite and ignored by PostgreSQL.
+// is expanded by SQLite and ignored by PostgreSQL. A migration statement that
+// is nothing but such a comment runs on its dialect only.
 //
 // Errors: constraint violations are `conflict`; a busy/locked database that
 // stayed busy past the timeout is `unavailable`; anything else is
 // `storage_error` with the backend's message.
 // Thread-affine: used only by the thread that runs the job it was given to.
+enum class Dialect { kSqlite, kPostgres };
+
 class Tx {
  public:
   virtual ~Tx() = default;
+
+  // Which SQL the backend speaks, for the few features that have no portable
+  // form (full-text search: SQLite FTS5, PostgreSQL tsvector).
+  virtual Dialect dialect() const = 0;
 
   // Runs one statement; returns the number of rows it changed.
   virtual Result<int64_t> Exec(std::string_view sql, std::span<const Value> params) = 0;

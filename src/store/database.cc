@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <map>
 #include <set>
@@ -439,6 +440,19 @@ void Database::ReaderLoop(std::unique_ptr<Connection> conn) {
   }
 }
 
+namespace {
+
+// Whether `sql` is one dialect-only comment (`/*sqlite: ...*/`) of a dialect
+// other than `d`: a statement for the other backend only.
+bool ForOtherDialect(std::string_view sql, Dialect d) {
+  while (!sql.empty() && std::isspace(static_cast<unsigned char>(sql.front()))) sql.remove_prefix(1);
+  while (!sql.empty() && std::isspace(static_cast<unsigned char>(sql.back()))) sql.remove_suffix(1);
+  std::string_view other = d == Dialect::kSqlite ? "/*postgres:" : "/*sqlite:";
+  return sql.starts_with(other) && sql.ends_with("*/") && sql.find("*/") == sql.size() - 2;
+}
+
+}  // namespace
+
 Status ApplyMigrations(Connection& conn, const std::vector<Migration>& migrations) {
   std::map<std::string, std::vector<const Migration*>> by_module;
   for (const auto& m : migrations) by_module[m.module].push_back(&m);
@@ -479,6 +493,7 @@ Status ApplyMigrations(Connection& conn, const std::vector<Migration>& migration
     for (const Migration* m : list) {
       if (m->version <= have) continue;
       for (const auto& sql : m->statements) {
+        if (ForOtherDialect(sql, conn.dialect())) continue;
         auto r = conn.Exec(sql);
         if (!r.ok()) {
           return fail(r.status().WithContext("migration " + module + " v" + std::to_string(m->version)));

@@ -83,6 +83,7 @@ class PgConnection final : public Connection {
   PgConnection(PGconn* conn, std::string describe, std::string origin)
       : conn_(conn), describe_(std::move(describe)), origin_(std::move(origin)) {}
   ~PgConnection() override { PQfinish(conn_); }
+  Dialect dialect() const override { return Dialect::kPostgres; }
 
   // Kept until COMMIT, which sends them all in its own round trip (a job's
   // savepoint rolled back drops its own).

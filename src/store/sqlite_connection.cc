@@ -102,6 +102,7 @@ class SqliteConnection final : public Connection {
 
   // Transaction control goes through the statement cache too: with group
   // commit these run for every job, and re-parsing them would dominate.
+  Dialect dialect() const override { return Dialect::kSqlite; }
   Status BeginWrite() override { return Control("BEGIN IMMEDIATE"); }
   Status BeginRead() override { return Control("BEGIN DEFERRED"); }
   Status Commit() override { return Control("COMMIT"); }

@@ -14,6 +14,7 @@ namespace dsh::store::testing {
 class ForwardingConnection : public Connection {
  public:
   explicit ForwardingConnection(std::unique_ptr<Connection> inner) : inner_(std::move(inner)) {}
+  Dialect dialect() const override { return inner_->dialect(); }
   Result<int64_t> Exec(std::string_view sql, std::span<const Value> params) override {
     return inner_->Exec(sql, params);
   }

@@ -5,6 +5,7 @@
 import type { ActivityItem, Outcome, Tokens } from "./lib/activity";
 import { displayTitle } from "./lib/deliveries";
 import type { LoopView } from "./lib/loops";
+import type { SearchResult } from "./lib/search";
 
 export type { ActivityItem, Outcome, Tokens };
 
@@ -197,6 +198,9 @@ export const api = {
     ).then((r) => r.result),
   sessions: (recent = 200) =>
     api.tool<{ sessions: SessionRow[] }>("session_status", { recent_n: recent }).then((r) => readable(r.sessions)),
+  // Full-text search over titles and messages (GET /api/search), newest first.
+  search: (q: string, limit: number, before?: string) =>
+    request<{ results: SearchResult[]; next?: string }>("GET", `/api/search?${query({ q, limit, before })}`),
   command: (text: string, sessionId?: string) =>
     request<{ result: { text: string; data: unknown } }>(
       "POST",

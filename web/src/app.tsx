@@ -14,6 +14,7 @@ import { planFork, type UserMessage } from "./lib/fork";
 import { Queued, type QueuedMessage } from "./queued";
 import { displayTitle } from "./lib/deliveries";
 import { RenameForm, SessionMenu, type MenuActions } from "./manage";
+import { SessionSearch } from "./search";
 
 // The address names what is shown: #/s/SESSION_ID, #/s/SESSION_ID/SEQ (the
 // session scrolled to that event, highlighted), #/automation (every loop),
@@ -359,6 +360,7 @@ export function App() {
         <button type="button" class="new" onClick={() => setCreating(true)}>
           New session
         </button>
+        <SessionSearch onOpen={() => setNavOpen(false)} />
         <div class="nav-links">
           <a class={`nav-link${activityOpen ? " current" : ""}`} href="#/activity" aria-current={activityOpen ? "page" : undefined}
              onClick={() => setNavOpen(false)}>

@@ -152,4 +152,20 @@ struct OpenAiOptions {
 };
 std::unique_ptr<ModelAdapter> MakeOpenAiModel(OpenAiOptions options);
 
+// Whether an OpenAI-compatible provider answers, for the Settings page's
+// Test button. Blocking: call it on a thread that may wait (up to about
+// `timeout` per request, twice). Sends `GET {base_url}/models` (with the key
+// as a Bearer token when set); a 2xx answer with `data: [{id}]` gives the
+// ids (sorted). When the server has no /models (404 or 405) and
+// `chat_model` is not empty, it sends one non-streamed chat request for one
+// token to `chat_model` instead; a 2xx answer gives {chat_model}.
+// Errors, with the provider's own message when it sent one:
+// `model_unavailable` (cannot reach it: the reason), `model_error`
+// ("HTTP 401 from URL: <its message>"), `model_rate_limited` (429),
+// `model_timeout`, `model_bad_response` (a 2xx answer that is not the
+// expected JSON), `cancelled` once `cancel` is cancelled (checked while
+// waiting; may be null).
+Result<std::vector<std::string>> ProbeOpenAiProvider(const OpenAiOptions& options, const std::string& chat_model,
+                                                     std::chrono::milliseconds timeout, const CancelToken* cancel);
+
 }  // namespace dsh::agent

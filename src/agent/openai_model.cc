@@ -45,6 +45,26 @@ std::string Truncate(std::string_view s, size_t max = kMaxQuoted) {
 
 Status Cancelled() { return Status(codes::kCancelled, "the model call was cancelled"); }
 
+// "HTTP 401 from URL: <the provider's message>": the message of an
+// OpenAI-style error body ({"error": {"message"}} or {"error": "..."}), else
+// the start of the body.
+std::string HttpErrorMessage(long status, const std::string& url, const std::string& body) {
+  std::string message = "HTTP " + std::to_string(status) + " from " + url;
+  std::string detail;
+  if (auto parsed = ParseJson(body); parsed.ok() && parsed->is_object()) {
+    if (auto error = parsed->find("error"); error != parsed->end()) {
+      if (error->is_object()) {
+        if (const std::string* m = StringMember(*error, "message")) detail = *m;
+      } else if (error->is_string()) {
+        detail = error->get<std::string>();
+      }
+    }
+  }
+  if (detail.empty()) detail = Truncate(body);
+  if (!detail.empty()) message += ": " + detail;
+  return message;
+}
+
 const char* RoleName(ModelMessage::Role role) {
   switch (role) {
     case ModelMessage::Role::kSystem:
@@ -532,19 +552,7 @@ Attempt OpenAiModel::Perform(CURLM* multi, const Call& call, const std::string& 
       }
       return Attempt{t.stream.Finish()};
     }
-    std::string message = "HTTP " + std::to_string(t.status) + " from " + url_;
-    std::string detail;
-    if (auto parsed = ParseJson(t.error_body); parsed.ok() && parsed->is_object()) {
-      if (auto error = parsed->find("error"); error != parsed->end()) {
-        if (error->is_object()) {
-          if (const std::string* m = StringMember(*error, "message")) detail = *m;
-        } else if (error->is_string()) {
-          detail = error->get<std::string>();
-        }
-      }
-    }
-    if (detail.empty()) detail = Truncate(t.error_body);
-    if (!detail.empty()) message += ": " + detail;
+    std::string message = HttpErrorMessage(t.status, url_, t.error_body);
     bool rate_limited = t.status == 429;
     return Attempt{Status(rate_limited ? codes::kModelRateLimited : codes::kModelError, std::move(message)),
                    rate_limited || t.status >= 500, t.retry_after};
@@ -565,6 +573,116 @@ Attempt OpenAiModel::Perform(CURLM* multi, const Call& call, const std::string& 
 
 std::unique_ptr<ModelAdapter> MakeOpenAiModel(OpenAiOptions options) {
   return std::make_unique<OpenAiModel>(std::move(options));
+}
+
+namespace {
+
+// One blocking request of a probe. `status` 0 with an error when nothing
+// answered.
+struct ProbeReply {
+  long status = 0;
+  std::string body;
+};
+
+size_t AppendBody(char* data, size_t size, size_t n, void* into) {
+  auto* body = static_cast<std::string*>(into);
+  if (body->size() < kMaxErrorBody * 16) body->append(data, size * n);
+  return size * n;
+}
+
+int ProbeProgress(void* cancel, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  const auto* token = static_cast<const CancelToken*>(cancel);
+  return token != nullptr && token->cancelled() ? 1 : 0;
+}
+
+Result<ProbeReply> ProbeRequest(const OpenAiOptions& options, const std::string& url, const std::string* post_body,
+                                milliseconds timeout, const CancelToken* cancel) {
+  std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> easy(curl_easy_init(), &curl_easy_cleanup);
+  if (!easy) return Status(codes::kModelUnavailable, "cannot create a curl handle");
+  curl_slist* headers = nullptr;
+  headers = curl_slist_append(headers, "Accept: application/json");
+  if (post_body != nullptr) headers = curl_slist_append(headers, "Content-Type: application/json");
+  if (!options.api_key.empty()) headers = curl_slist_append(headers, ("Authorization: Bearer " + options.api_key).c_str());
+  std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)> header_list(headers, &curl_slist_free_all);
+  char error_buffer[CURL_ERROR_SIZE] = {};
+  ProbeReply reply;
+  CURL* h = easy.get();
+  curl_easy_setopt(h, CURLOPT_URL, url.c_str());
+  if (post_body != nullptr) {
+    curl_easy_setopt(h, CURLOPT_POST, 1L);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, post_body->data());
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(post_body->size()));
+  }
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+  curl_easy_setopt(h, CURLOPT_USERAGENT, "dsh");
+  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(std::min(options.connect_timeout, timeout).count()));
+  curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
+  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, error_buffer);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, &AppendBody);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, &reply.body);
+  curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, &ProbeProgress);
+  curl_easy_setopt(h, CURLOPT_XFERINFODATA, const_cast<CancelToken*>(cancel));
+  CURLcode code = curl_easy_perform(h);
+  if (code == CURLE_ABORTED_BY_CALLBACK) return Status(codes::kCancelled, "the test of the provider was cancelled");
+  if (code != CURLE_OK) {
+    std::string reason = error_buffer[0] ? error_buffer : curl_easy_strerror(code);
+    return Status(code == CURLE_OPERATION_TIMEDOUT ? codes::kModelTimeout : codes::kModelUnavailable,
+                  "cannot reach " + url + ": " + reason);
+  }
+  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &reply.status);
+  return reply;
+}
+
+Status ProbeError(const ProbeReply& reply, const std::string& url) {
+  return Status(reply.status == 429 ? codes::kModelRateLimited : codes::kModelError,
+                HttpErrorMessage(reply.status, url, reply.body));
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> ProbeOpenAiProvider(const OpenAiOptions& options, const std::string& chat_model,
+                                                     milliseconds timeout, const CancelToken* cancel) {
+  GlobalInitCurl();
+  std::string base = options.base_url;
+  while (!base.empty() && base.back() == '/') base.pop_back();
+  const std::string models_url = base + "/models";
+  DSH_ASSIGN_OR_RETURN(ProbeReply listed, ProbeRequest(options, models_url, nullptr, timeout, cancel));
+  if (listed.status >= 200 && listed.status < 300) {
+    auto json = ParseJson(listed.body);
+    std::vector<std::string> ids;
+    bool ok = json.ok() && json->is_object() && json->contains("data") && (*json)["data"].is_array();
+    if (ok) {
+      for (const auto& m : (*json)["data"]) {
+        const std::string* id = m.is_object() ? StringMember(m, "id") : nullptr;
+        if (id != nullptr) ids.push_back(*id);
+      }
+    }
+    if (!ok) {
+      return Status(codes::kModelBadResponse,
+                    models_url + " answered HTTP " + std::to_string(listed.status) +
+                        " but not with a list of models ({\"data\": [{\"id\": ...}]}): " + Truncate(listed.body));
+    }
+    std::sort(ids.begin(), ids.end());
+    return ids;
+  }
+  if ((listed.status != 404 && listed.status != 405) || chat_model.empty()) return ProbeError(listed, models_url);
+
+  // No /models: one token of a chat answer shows the URL, the key and the model work.
+  const std::string chat_url = base + "/chat/completions";
+  const std::string body =
+      Json{{"model", chat_model}, {"messages", Json::array({Json{{"role", "user"}, {"content", "Say OK."}}})},
+           {"max_tokens", 1}, {"stream", false}}
+          .dump();
+  DSH_ASSIGN_OR_RETURN(ProbeReply chat, ProbeRequest(options, chat_url, &body, timeout, cancel));
+  if (chat.status < 200 || chat.status >= 300) return ProbeError(chat, chat_url);
+  auto json = ParseJson(chat.body);
+  if (!json.ok() || !json->is_object() || !json->contains("choices")) {
+    return Status(codes::kModelBadResponse, chat_url + " answered HTTP " + std::to_string(chat.status) +
+                                                " but not with a chat completion: " + Truncate(chat.body));
+  }
+  return std::vector<std::string>{chat_model};
 }
 
 }  // namespace dsh::agent

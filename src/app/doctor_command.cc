@@ -24,6 +24,7 @@
 #include "host/config.h"
 #include "host/host.h"
 #include "host/model_routes.h"
+#include "host/provider_settings.h"
 #include "host/profile.h"
 #include "plugins/loop/loop_plugin.h"
 #include "server/http_client.h"
@@ -298,37 +299,54 @@ DoctorLine CheckReachable(const host::ModelRoutes::Endpoint& info, const std::op
   if (r->status == 401 || r->status == 403) {
     return Line(Level::kFail, "model",
                 base + " answered HTTP " + std::to_string(r->status) + ": the key is refused",
-                info.api_key_env.empty() ? "set `api_key_env` for the provider" : "check $" + info.api_key_env);
+                info.key_source == "profile" ? "check the key saved in Settings"
+                : info.api_key_env.empty()   ? "set `api_key_env` for the provider, or save a key in Settings"
+                                             : "check $" + info.api_key_env);
   }
   return Line(Level::kOk, "model", base + " answers (GET /models: HTTP " + std::to_string(r->status) + ")");
 }
 
-void CheckModel(const host::Config& config, const host::EnvLookup& env, std::vector<DoctorLine>& out) {
-  auto routes = host::ModelRoutes::Build(config, env, host::ModelRoutes::DefaultFactories());
-  if (!routes.ok()) {
-    out.push_back(Line(Level::kFail, "model", routes.status().code() + ": " + routes.status().message(),
-                       "fix `model` in dsh.yml or DSH_MODEL"));
+void CheckModel(const host::Config& config, const host::Profile& profile, const host::EnvLookup& env,
+                std::vector<DoctorLine>& out) {
+  auto saved = host::ProviderSettings::Load(profile.home());
+  if (!saved.ok()) {
+    out.push_back(Line(Level::kFail, "model", saved.status().code() + ": " + saved.status().message(),
+                       "fix the file, or delete it and save the providers again from Settings"));
     return;
   }
-  const session::ModelRoute& route = (*routes)->default_route();
+  auto routes = host::ModelRoutes::Build(config, env, host::ModelRoutes::DefaultFactories(), *saved);
+  if (!routes.ok()) {
+    out.push_back(Line(Level::kFail, "model", routes.status().code() + ": " + routes.status().message(),
+                       "fix `model` in dsh.yml or DSH_MODEL, or the default route in Settings"));
+    return;
+  }
+  const session::ModelRoute route = (*routes)->default_route();
   const std::string name = route.provider + "/" + route.model;
   // Build resolved the default route, so its provider is known.
   host::ModelRoutes::Endpoint info = (*routes)->EndpointOf(route.provider).value_or(host::ModelRoutes::Endpoint{});
   if (info.echo) {
     out.push_back(Line(Level::kOk, "model", "default route " + name + " (the offline echo model)"));
-    return;
-  }
-  std::optional<std::string> key;
-  if (!info.api_key_env.empty()) key = env(info.api_key_env);
-  if (key && key->empty()) key.reset();
-  if (!info.api_key_env.empty() && !key && !info.key_optional) {
+  } else if (!info.api_key && !info.api_key_env.empty() && !info.key_optional) {
     out.push_back(Line(Level::kFail, "model", "default route " + name + ": $" + info.api_key_env + " is not set",
-                       "export " + info.api_key_env + "=<the provider's API key>"));
-    return;
+                       "export " + info.api_key_env + "=<the provider's API key>, or save a key in Settings"));
+  } else {
+    std::string key_from = info.key_source == "environment" ? " (key from $" + info.api_key_env + ")"
+                           : info.key_source == "profile"   ? " (key saved in the profile)"
+                                                            : " (no key)";
+    out.push_back(Line(Level::kOk, "model", "default route " + name + key_from));
+    out.push_back(CheckReachable(info, info.api_key));
   }
-  out.push_back(Line(Level::kOk, "model",
-                     "default route " + name + (key ? " (key from $" + info.api_key_env + ")" : " (no key)")));
-  out.push_back(CheckReachable(info, key));
+  // Every provider saved from the Settings page, but the default's (just checked).
+  for (const auto& p : saved->providers) {
+    if (p.name == route.provider) continue;
+    auto endpoint = (*routes)->EndpointOf(p.name);
+    if (!endpoint) continue;
+    DoctorLine line = CheckReachable(*endpoint, endpoint->api_key);
+    line.check = "provider " + p.name;
+    // Not the default: new sessions work without it, so a warning.
+    if (line.level == Level::kFail) line.level = Level::kWarn;
+    out.push_back(std::move(line));
+  }
 }
 
 // ---- time zones ----
@@ -419,7 +437,7 @@ int RunDoctor(CommandContext& ctx, const std::string& home) {
   }
   lines.push_back(CheckToken(*profile));
   if (config.ok()) {
-    CheckModel(*config, env, lines);
+    CheckModel(*config, *profile, env, lines);
   } else {
     lines.push_back(Line(Level::kWarn, "model", "not checked: the config is invalid"));
   }

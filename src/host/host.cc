@@ -5,6 +5,7 @@
 #include "base/ids.h"
 #include "host/activity_routes.h"
 #include "host/search_routes.h"
+#include "host/settings_routes.h"
 #include "base/version.h"
 #include "store/pg_connection.h"
 #include "store/sqlite_connection.h"
@@ -47,8 +48,11 @@ Result<std::unique_ptr<Host>> Host::Open(const HostOptions& options) {
   for (const auto& p : options.patches) files.push_back({p, false});
   DSH_ASSIGN_OR_RETURN(Config config, LoadConfig(files));
   std::unique_ptr<Host> host(new Host(std::move(profile), std::move(config), options.clock ? options.clock : &RealClock()));
+  DSH_ASSIGN_OR_RETURN(SavedProviders saved, ProviderSettings::Load(host->profile_.home()));
   DSH_ASSIGN_OR_RETURN(host->models_, ModelRoutes::Build(host->config_, options.env ? options.env : ProcessEnv(),
-                                                         ModelRoutes::DefaultFactories()));
+                                                         ModelRoutes::DefaultFactories(), saved));
+  host->provider_settings_ =
+      std::make_unique<ProviderSettings>(host->profile_.home(), std::move(saved), *host->models_, options.provider_probe);
   DSH_ASSIGN_OR_RETURN(std::unique_ptr<store::ConnectionFactory> factory,
                        DatabaseFactory(host->config_, host->profile_, options.env ? options.env : ProcessEnv()));
   std::vector<store::Migration> migrations = AllMigrations();
@@ -98,6 +102,7 @@ Result<std::unique_ptr<Host>> Host::Open(const HostOptions& options) {
   for (auto& route : ActivityRoutes(*host->db_, *host->sessions_, hub)) host->AddHttpRoute(std::move(route));
   host->search_ = std::make_unique<session::SearchIndex>(*host->db_, *host->clock_, hub);
   for (auto& route : SearchRoutes(*host->search_)) host->AddHttpRoute(std::move(route));
+  for (auto& route : SettingsRoutes(*host->provider_settings_, *host->models_)) host->AddHttpRoute(std::move(route));
   return host;
 }
 
@@ -180,6 +185,7 @@ void Host::Stop() {
   for (auto it = stop_hooks_.rbegin(); it != stop_hooks_.rend(); ++it) (*it)();
   if (agents_) agents_->Stop();
   if (mcp_) mcp_->Stop();
+  if (provider_settings_) provider_settings_->Stop();
   work_.reset();
   for (auto& t : threads_) t.join();
   threads_.clear();

@@ -19,6 +19,7 @@
 #include "host/http_route.h"
 #include "host/model_routes.h"
 #include "host/profile.h"
+#include "host/provider_settings.h"
 #include "mcp/mcp_tools.h"
 #include "session/event_hub.h"
 #include "session/search_index.h"
@@ -51,6 +52,9 @@ struct HostOptions {
   // How the retention pruner paces itself (store::PrunerOptions' defaults
   // when unset); what it keeps is `retention.*` in the config.
   std::optional<store::PrunerOptions> pruner_options;
+  // How the Settings page's Test contacts a provider (tests inject a fake);
+  // agent::ProbeOpenAiProvider when null.
+  ProviderSettings::Probe provider_probe;
 };
 
 // One host's services over one profile: configuration, the profile
@@ -81,6 +85,9 @@ class Host {
   // before Start and only read afterwards.
   CommandRegistry& commands() { return commands_; }
   ModelRoutes& models() { return *models_; }
+  // The providers and default route saved from the Settings page (its
+  // routes are among http_routes()); changes reach models() at once.
+  ProviderSettings& provider_settings() { return *provider_settings_; }
   agent::AgentManager& agents() { return *agents_; }
   // The MCP servers of `mcp.servers` (docs/MCP.md); started by Start, their
   // tools are the groups `mcp:NAME`. A change of a server's state or tools
@@ -174,6 +181,7 @@ class Host {
   agent::ToolRegistry tools_;
   CommandRegistry commands_;
   std::unique_ptr<ModelRoutes> models_;
+  std::unique_ptr<ProviderSettings> provider_settings_;  // after models_, which it changes
   std::unique_ptr<agent::AgentManager> agents_;
   std::unique_ptr<mcp::McpServers> mcp_;  // after events_, to which it publishes "mcp" changes
   std::optional<std::string> global_session_id_;

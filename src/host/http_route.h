@@ -35,7 +35,7 @@ struct HttpRouteResponse {
 using HttpRouteDone = std::function<void(Result<HttpRouteResponse>)>;
 
 struct HttpRoute {
-  std::string method;   // "GET" or "POST"
+  std::string method;   // "GET", "POST", "PUT" or "DELETE"
   std::string pattern;  // "/api/loops/{id}/runs": `{x}` matches one non-empty segment
   std::vector<std::string> query_keys;
   std::function<void(HttpRouteRequest, HttpRouteDone)> handler;

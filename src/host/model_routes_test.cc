@@ -387,5 +387,87 @@ TEST(ModelRoutes, ConcurrentFirstUsesMakeOneAdapter) {
   EXPECT_EQ(rec.openai_made.size(), 1u);
 }
 
+SavedProviders SavedLocal(std::string base_url, std::optional<std::string> key = std::nullopt,
+                          std::string model = "") {
+  SavedProviders saved;
+  saved.providers.push_back(Config::Provider{.name = "mine", .base_url = std::move(base_url), .models = {{"m1", {}}}});
+  if (key) saved.keys["mine"] = *key;
+  saved.model = std::move(model);
+  return saved;
+}
+
+TEST(ModelRoutes, ASavedProviderIsAddedAndASavedDefaultRouteWinsOverTheConfigButNotDshModel) {
+  Recorder rec;
+  Config config = Parse(std::string(kLocal) + "model: local/llama\n");
+  auto routes = ModelRoutes::Build(config, Env({}), FakeFactories(rec), SavedLocal("http://h:1/v1", "k", "mine/m1"));
+  ASSERT_TRUE(routes.ok()) << routes.status().ToString();
+  EXPECT_EQ((*routes)->default_route(), Route("mine", "m1"));
+  EXPECT_EQ((*routes)->default_route_source(), "profile");
+  auto endpoint = (*routes)->EndpointOf("mine");
+  ASSERT_TRUE(endpoint);
+  EXPECT_EQ(endpoint->api_key, "k");
+  EXPECT_EQ(endpoint->key_source, "profile");
+
+  auto env_wins = ModelRoutes::Build(config, Env({{"DSH_MODEL", "local/qwen3"}}), FakeFactories(rec),
+                                     SavedLocal("http://h:1/v1", "k", "mine/m1"));
+  ASSERT_TRUE(env_wins.ok());
+  EXPECT_EQ((*env_wins)->default_route(), Route("local", "qwen3"));
+  EXPECT_EQ((*env_wins)->default_route_source(), "environment");
+}
+
+TEST(ModelRoutes, ASavedProviderReplacingABuiltInKeepsItsVariableWhichWinsOverTheSavedKey) {
+  Recorder rec;
+  SavedProviders saved;
+  saved.providers.push_back(Config::Provider{.name = "deepseek", .base_url = "http://proxy:1/v1"});
+  saved.keys["deepseek"] = "saved";
+  auto routes = ModelRoutes::Build(Config{}, Env({{"DEEPSEEK_API_KEY", "env"}}), FakeFactories(rec), saved);
+  ASSERT_TRUE(routes.ok());
+  auto endpoint = (*routes)->EndpointOf("deepseek");
+  EXPECT_EQ(endpoint->base_url, "http://proxy:1/v1");
+  EXPECT_EQ(endpoint->api_key, "env");
+  EXPECT_EQ(endpoint->key_source, "environment");
+  ASSERT_TRUE((*routes)->AdapterFor("deepseek").ok());
+  EXPECT_EQ(rec.openai_made.back().api_key, "env");
+  // A saved provider cannot replace the offline echo model.
+  saved.providers[0].name = "echo";
+  EXPECT_EQ((*routes)->CheckSaved(saved).code(), "conflict");
+}
+
+TEST(ModelRoutes, ApplySavedRetiresTheAdapterOfAChangedProviderButKeepsItAlive) {
+  Recorder rec;
+  auto routes = ModelRoutes::Build(Config{}, Env({}), FakeFactories(rec), SavedLocal("http://a:1/v1", "k1"));
+  ASSERT_TRUE(routes.ok());
+  auto first = (*routes)->AdapterFor("mine");
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE((*routes)->AdapterFor("echo").ok());
+  ASSERT_TRUE((*routes)->ApplySaved(SavedLocal("http://a:1/v1", "k2")).ok());
+  auto second = (*routes)->AdapterFor("mine");
+  ASSERT_TRUE(second.ok());
+  EXPECT_NE(*first, *second);
+  EXPECT_EQ(rec.openai_made.back().api_key, "k2");
+  EXPECT_EQ(rec.echo_made, 1);  // unchanged providers keep theirs
+  (*first)->Describe("m1");     // still alive
+  EXPECT_EQ(rec.shutdowns.load(), 0);
+  (*routes)->Shutdown();
+  EXPECT_EQ(rec.shutdowns.load(), 3);  // the retired one too
+}
+
+TEST(ModelRoutes, ApplySavedRefusesAChangeThatBreaksTheDefaultRouteAndChangesNothing) {
+  Recorder rec;
+  auto routes = ModelRoutes::Build(Config{}, Env({}), FakeFactories(rec), SavedLocal("http://a:1/v1", {}, "mine/m1"));
+  ASSERT_TRUE(routes.ok());
+  SavedProviders gone;  // the provider goes, the saved default stays
+  gone.model = "mine/m1";
+  Status st = (*routes)->ApplySaved(gone);
+  EXPECT_EQ(st.code(), "conflict");
+  EXPECT_EQ(st.message(), "the saved default route \"mine/m1\": unknown provider `mine` (known: deepseek, echo, openai)");
+  EXPECT_EQ((*routes)->ApplySaved(SavedLocal("http://b:1/v1", {}, "mine/m9")).code(), "conflict");
+  EXPECT_EQ((*routes)->default_route(), Route("mine", "m1"));
+  EXPECT_EQ((*routes)->EndpointOf("mine")->base_url, "http://a:1/v1");
+  ASSERT_TRUE((*routes)->ApplySaved(SavedProviders{}).ok());  // nothing saved: echo/echo again
+  EXPECT_EQ((*routes)->default_route(), Route("echo", "echo"));
+  EXPECT_FALSE((*routes)->EndpointOf("mine"));
+}
+
 }  // namespace
 }  // namespace dsh::host

@@ -35,6 +35,7 @@ Result<std::string> ReadSmallFile(const fs::path& p) {
 Status WriteFileMode(const fs::path& path, const std::string& content, mode_t mode, bool exclusive) {
   fs::path tmp = exclusive ? path : fs::path(path.string() + ".tmp" + std::to_string(getpid()));
   int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (exclusive ? O_EXCL : O_TRUNC);
+  if (!exclusive) ::unlink(tmp.c_str());  // a stale one would keep its own mode
   int fd = ::open(tmp.c_str(), flags, mode);
   if (fd < 0) {
     if (errno == EEXIST) return Status(codes::kAlreadyExists, path.string() + " exists");
@@ -54,6 +55,10 @@ std::string Trim(std::string s) {
 }
 
 }  // namespace
+
+Status WriteFileAtomically(const std::filesystem::path& path, const std::string& content, unsigned mode) {
+  return WriteFileMode(path, content, static_cast<mode_t>(mode), /*exclusive=*/false);
+}
 
 Result<fs::path> Profile::ResolveHome(const std::optional<std::string>& home_flag) {
   fs::path home;

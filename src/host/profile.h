@@ -50,4 +50,11 @@ class Profile {
   std::filesystem::path home_;
 };
 
+// Writes `content` to `path` atomically: a temp file beside it, created with
+// `mode` (say 0600), written and fsynced, then renamed over `path`. Readers
+// see the old or the new content, never a part. Not safe against a
+// concurrent write of the same path from this process (the temp file's name
+// is per process). Errors: `io_error`.
+Status WriteFileAtomically(const std::filesystem::path& path, const std::string& content, unsigned mode);
+
 }  // namespace dsh::host

@@ -1008,7 +1008,10 @@ void Api::HostInfo(const PathParams&, HttpRequest req, Respond respond) const {
       models = Json::array();
       for (const auto& m : choice.models) models.push_back({{"name", m.name}, {"reasoning_efforts", m.reasoning_efforts}});
     }
-    providers.push_back({{"name", choice.name}, {"models", std::move(models)}, {"available", choice.available}});
+    providers.push_back({{"name", choice.name},
+                         {"models", std::move(models)},
+                         {"available", choice.available},
+                         {"key_env", choice.api_key_env.empty() ? Json(nullptr) : Json(choice.api_key_env)}});
   }
   Json info = {{"version", options_.version},
                {"default_model",

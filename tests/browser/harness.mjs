@@ -62,6 +62,8 @@ export class HoldingModel {
 // `reply` may also be a function of the call's last user message. `answers`
 // counts the calls that were not a title's. While `holdAnswers` is set,
 // plain answers (not titles, not script steps) wait until `release()`.
+// `GET …/models` lists `models`; with `requireKey` set, a request without
+// that key is refused with a 401 as OpenAI words it.
 export class ScriptedModel {
   static async start() {
     const model = new ScriptedModel();
@@ -74,10 +76,22 @@ export class ScriptedModel {
     model.answers = 0;
     model.holdAnswers = false;
     model.waiting = [];  // answers held by holdAnswers
+    model.models = ["test-model"];  // what GET /v1/models lists
+    model.requireKey = null;  // when set: a request without `Bearer <it>` gets a 401 in OpenAI's words
     model.server = createHttpServer((req, res) => {
       let raw = "";
       req.on("data", (d) => (raw += d));
       req.on("end", () => {
+        if (model.requireKey !== null && req.headers.authorization !== `Bearer ${model.requireKey}`) {
+          res.writeHead(401, { "Content-Type": "application/json" });
+          res.end(JSON.stringify({ error: { message: "Incorrect API key provided", type: "invalid_request_error" } }));
+          return;
+        }
+        if (req.method === "GET" && req.url.endsWith("/models")) {
+          res.writeHead(200, { "Content-Type": "application/json" });
+          res.end(JSON.stringify({ object: "list", data: model.models.map((id) => ({ id, object: "model" })) }));
+          return;
+        }
         model.calls++;
         model.requests.push(raw);
         const title = titleAsked(raw);

@@ -25,7 +25,7 @@ export class ApiError extends Error {
 export const UNREACHABLE = "unreachable";
 export const isUnreachable = (e: unknown) => e instanceof ApiError && e.code === UNREACHABLE;
 
-async function request<T>(method: string, path: string, body?: unknown): Promise<T> {
+export async function request<T>(method: string, path: string, body?: unknown): Promise<T> {
   let response: Response;
   try {
     response = await fetch(path, {
@@ -100,7 +100,8 @@ export interface HostInfo {
   default_model: { provider: string; model: string; description: string };
   presets: string[];
   default_preset: string;
-  providers?: { name: string; models: { name: string; reasoning_efforts: string[] }[] | null; available: boolean }[];
+  // `key_env`: the variable holding its key (absent from an older host).
+  providers?: { name: string; models: { name: string; reasoning_efforts: string[] }[] | null; available: boolean; key_env?: string | null }[];
   global_session_id: string | null;
   // The MCP servers of `mcp.servers` (docs/MCP.md), by name; absent from an older host.
   mcp_servers?: McpServerView[];

@@ -8,6 +8,8 @@ import { pageTitle } from "./lib/activity";
 import { useAnnouncer, useNotifyChoice } from "./notify";
 import { Activity } from "./activity";
 import { Automation } from "./automation";
+import { Settings } from "./settings";
+import { unavailableReason } from "./lib/settings";
 import { Composer } from "./composer";
 import { Conversation, type CommandResult } from "./conversation";
 import { planFork, type UserMessage } from "./lib/fork";
@@ -19,8 +21,8 @@ import { SessionSearch } from "./search";
 // The address names what is shown: #/s/SESSION_ID, #/s/SESSION_ID/SEQ (the
 // session scrolled to that event, highlighted), #/automation (every loop),
 // #/automation?session=SESSION_ID (the loops and reminders of one session),
-// #/automation?loop=LOOP_ID (every loop, that one shown), #/activity, or
-// nothing.
+// #/automation?loop=LOOP_ID (every loop, that one shown), #/activity,
+// #/settings, or nothing.
 function sessionFromHash(): string | null {
   const m = /^#\/s\/([^/?#]+)/.exec(location.hash);
   return m ? decodeURIComponent(m[1]) : null;
@@ -36,6 +38,7 @@ function automationFromHash(): { session: string | null; loop: string | null } |
   return { session: q.get("session") || null, loop: q.get("loop") || null };
 }
 const activityFromHash = () => /^#\/activity$/.test(location.hash);
+const settingsFromHash = () => /^#\/settings$/.test(location.hash);
 
 function relative(iso?: string): string {
   if (!iso) return "";
@@ -65,6 +68,7 @@ export function App() {
   const [current, setCurrent] = useState<string | null>(sessionFromHash);
   const [focusSeq, setFocusSeq] = useState<number | null>(seqFromHash);
   const [activityOpen, setActivityOpen] = useState(activityFromHash);
+  const [settingsOpen, setSettingsOpen] = useState(settingsFromHash);
   const [results, setResults] = useState<Record<string, CommandResult[]>>({});
   const [running, setRunning] = useState(false);
   const [lastSeq, setLastSeq] = useState(0);
@@ -150,6 +154,7 @@ export function App() {
       setFocusSeq(seqFromHash());
       setAutomation(automationFromHash());
       setActivityOpen(activityFromHash());
+      setSettingsOpen(settingsFromHash());
     };
     const onVisibility = () => setVisible(document.visibilityState === "visible");
     addEventListener("hashchange", onHash);
@@ -371,6 +376,10 @@ export function App() {
              onClick={() => setNavOpen(false)}>
             Automation
           </a>
+          <a class={`nav-link${settingsOpen ? " current" : ""}`} href="#/settings" aria-current={settingsOpen ? "page" : undefined}
+             onClick={() => setNavOpen(false)}>
+            Settings
+          </a>
         </div>
         <div class="list-filter" role="group" aria-label="Which sessions to list">
           <button type="button" class="secondary" aria-pressed={!showArchived} onClick={() => setShowArchived(false)}>Active</button>
@@ -397,7 +406,9 @@ export function App() {
             Reconnecting to dsh… <span class="muted">the host stopped or the network went away; this page resumes when it is back.</span>
           </p>
         )}
-        {activityOpen ? (
+        {settingsOpen ? (
+          <Settings onChanged={() => void api.host().then(setHost).catch(() => {})} />
+        ) : activityOpen ? (
           <Activity version={activityVersion} loopsVersion={loopsVersion} unread={unread.total} titles={titles} notify={notify} onNotify={setNotify} />
         ) : automation ? (
           host && (
@@ -551,6 +562,7 @@ function NewSessionDialog({ host, onClose, onCreated }: {
   const [effort, setEffort] = useState("");
   const choice = host.providers?.find((p) => p.name === provider);
   const efforts = choice?.models?.find((m) => m.name === model)?.reasoning_efforts ?? [];
+  const unusable = (host.providers ?? []).filter((p) => !p.available);
   const [errors, setErrors] = useState<{ field?: string; message: string } | null>(null);
   const [busy, setBusy] = useState(false);
 
@@ -607,7 +619,7 @@ function NewSessionDialog({ host, onClose, onCreated }: {
           <legend>Model</legend>
           <label>
             Provider
-            <select value={provider} onChange={(e) => {
+            <select value={provider} aria-describedby={unusable.length ? "provider-hint" : undefined} onChange={(e) => {
               const name = (e.target as HTMLSelectElement).value;
               setProvider(name);
               const listed = host.providers?.find((p) => p.name === name)?.models;
@@ -621,6 +633,12 @@ function NewSessionDialog({ host, onClose, onCreated }: {
               ))}
             </select>
           </label>
+          {unusable.length > 0 && (
+            <p class="muted provider-hint" id="provider-hint">
+              {unusable.map((p) => <span key={p.name}>{p.name} — {unavailableReason(p)}.</span>)}
+              <a href="#/settings" onClick={() => dialog.current?.close()}>Open Settings</a>
+            </p>
+          )}
           <label>
             Model name
             {choice?.models ? (

@@ -71,6 +71,8 @@ for (const viewport of [{ width: 1280, height: 800 }, { width: 390, height: 844 
       await form.getByRole("button", { name: "Save provider" }).click();
       await form.getByRole("alert").getByText(/must start with http:\/\/ or https:\/\//).waitFor();
       await form.getByRole("button", { name: "Cancel" }).click();
+      // The keyboard is back on the button that opened the form.
+      await page.waitForFunction(() => document.activeElement?.textContent === "Add a provider");
 
       await addProvider(page, { name, url: model.url, key: KEY, models: "test-model, test-model-mini" });
       await card(page, name).getByText("Key saved in the profile").waitFor();

@@ -42,6 +42,13 @@ export function Settings({ onChanged }: { onChanged: () => void }) {
   const [tests, setTests] = useState<Record<string, { busy: boolean; result?: TestResult }>>({});
   const [rowError, setRowError] = useState<{ name: string; text: string } | null>(null);
   const formHeading = useRef<HTMLHeadingElement>(null);
+  const addButton = useRef<HTMLButtonElement>(null);
+  // Where the keyboard goes back to when the form closes (its controls leave the page).
+  const closeForm = () => {
+    setForm(null);
+    setEditing(null);
+    requestAnimationFrame(() => addButton.current?.focus());
+  };
 
   useEffect(() => {
     settingsApi.get().then(setView).catch((e) => setLoadError(message(e)));
@@ -97,20 +104,16 @@ export function Settings({ onChanged }: { onChanged: () => void }) {
                 ))}
               </ul>
               {!form && (
-                <button type="button" onClick={() => openForm(null)}>Add a provider</button>
+                <button type="button" ref={addButton} onClick={() => openForm(null)}>Add a provider</button>
               )}
               {form && (
                 <ProviderEditor form={form} editing={editing} headingRef={formHeading} onForm={setForm}
                                 onSaved={(next, name) => {
                                   changed(next);
-                                  setForm(null);
-                                  setEditing(null);
+                                  closeForm();
                                   setTests((all) => ({ ...all, [name]: { busy: false } }));
                                 }}
-                                onCancel={() => {
-                                  setForm(null);
-                                  setEditing(null);
-                                }} />
+                                onCancel={closeForm} />
               )}
             </section>
             <DefaultRoute view={view} onSaved={changed} />

@@ -14,6 +14,21 @@ bool ValidName(std::string_view name) {
 
 }  // namespace
 
+CommandRegistry::CommandRegistry() {
+  Handler help = [this](const CommandInput& input, const CommandCall&, Done done) {
+    if (!input.args.empty()) return done(InvalidArguments("/help takes no arguments (usage: /help)"));
+    CommandResult result;
+    result.text = "Slash commands (run by dsh, never sent to the model):";
+    result.data = Json{{"commands", Json::array()}};
+    for (const Entry& e : List()) {
+      result.text += "\n/" + e.name + (e.description.empty() ? "" : " — " + e.description);
+      result.data["commands"].push_back(Json{{"name", e.name}, {"description", e.description}});
+    }
+    done(std::move(result));
+  };
+  commands_.emplace("help", Command{"List the slash commands, one line each.", std::move(help)});
+}
+
 Status CommandRegistry::Register(std::string name, std::string description, Handler handler) {
   if (!ValidName(name)) {
     return InvalidArguments("command name '" + name + "' must be lowercase letters, digits, _ and -");

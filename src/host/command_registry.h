@@ -40,8 +40,17 @@ struct CommandInput {
 // registered during startup, before the host serves requests; afterwards
 // the registry is only read, from any thread, without locking (like
 // agent::ToolRegistry).
+//
+// Every registry starts with `/help`, which lists the commands registered
+// at the time it runs (itself included), one line each: `/NAME — DESCRIPTION`.
+// Its data is {"commands": [{name, description}]}, names without the slash.
+// It takes no arguments. Not copyable or movable: `/help` reads this registry.
 class CommandRegistry {
  public:
+  CommandRegistry();
+  CommandRegistry(const CommandRegistry&) = delete;
+  CommandRegistry& operator=(const CommandRegistry&) = delete;
+
   using Done = std::function<void(Result<CommandResult>)>;
   // Runs one command. Must be thread-safe (it may run on any thread,
   // concurrently) and call `done` exactly once, on any thread. Bad arguments
@@ -57,7 +66,7 @@ class CommandRegistry {
   // [a-z0-9_-]+ or the handler is empty; `already_exists` when it is taken.
   Status Register(std::string name, std::string description, Handler handler);
 
-  // The registered commands, by name.
+  // The registered commands, by name (`help` among them).
   std::vector<Entry> List() const;
 
   // Runs `text` ("/name args...", surrounding whitespace ignored). `done` is

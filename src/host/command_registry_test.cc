@@ -73,7 +73,7 @@ TEST(CommandRegistry, UnknownCommandIsUnknownCommandNamingTheKnownOnes) {
   auto r = RunSync(registry, "/session status");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), "unknown_command");
-  EXPECT_EQ(r.status().message(), "no command /session (commands: /loop, /sessions)");
+  EXPECT_EQ(r.status().message(), "no command /session (commands: /help, /loop, /sessions)");
 }
 
 TEST(CommandRegistry, TextThatIsNotACommandIsInvalidArguments) {
@@ -103,6 +103,42 @@ TEST(CommandRegistry, AnUnterminatedQuoteIsInvalidArgumentsAndTheHandlerDoesNotR
   EXPECT_FALSE(ran);
 }
 
+TEST(CommandRegistry, HelpListsEveryCommandWithItsDescriptionOneLineEach) {
+  CommandRegistry registry;
+  ASSERT_TRUE(registry.Register("sessions", "Inspect sessions.", Echo()).ok());
+  ASSERT_TRUE(registry.Register("loop", "Manage loops.", Echo()).ok());
+  ASSERT_TRUE(registry.Register("quiet", "", Echo()).ok());
+  auto r = RunSync(registry, "  /help ");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->text,
+            "Slash commands (run by dsh, never sent to the model):\n"
+            "/help — List the slash commands, one line each.\n"
+            "/loop — Manage loops.\n"
+            "/quiet\n"
+            "/sessions — Inspect sessions.");
+  EXPECT_EQ(r->data,
+            (Json{{"commands",
+                   Json::array({
+                       Json{{"name", "help"}, {"description", "List the slash commands, one line each."}},
+                       Json{{"name", "loop"}, {"description", "Manage loops."}},
+                       Json{{"name", "quiet"}, {"description", ""}},
+                       Json{{"name", "sessions"}, {"description", "Inspect sessions."}},
+                   })}}));
+}
+
+TEST(CommandRegistry, HelpIsThereWithNothingElseRegisteredAndTakesNoArguments) {
+  CommandRegistry registry;
+  auto r = RunSync(registry, "/help");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->text,
+            "Slash commands (run by dsh, never sent to the model):\n/help — List the slash commands, one "
+            "line each.");
+  auto extra = RunSync(registry, "/help sessions");
+  ASSERT_FALSE(extra.ok());
+  EXPECT_EQ(extra.status().code(), codes::kInvalidArguments);
+  EXPECT_EQ(extra.status().message(), "/help takes no arguments (usage: /help)");
+}
+
 TEST(CommandRegistry, RegisterRefusesDuplicatesBadNamesAndEmptyHandlers) {
   CommandRegistry registry;
   ASSERT_TRUE(registry.Register("sessions", "Sessions.", Echo()).ok());
@@ -111,9 +147,11 @@ TEST(CommandRegistry, RegisterRefusesDuplicatesBadNamesAndEmptyHandlers) {
   EXPECT_EQ(registry.Register("Sessions", "", Echo()).code(), codes::kInvalidArguments);
   EXPECT_EQ(registry.Register("", "", Echo()).code(), codes::kInvalidArguments);
   EXPECT_EQ(registry.Register("x", "", nullptr).code(), codes::kInvalidArguments);
-  ASSERT_EQ(registry.List().size(), 1u);
-  EXPECT_EQ(registry.List()[0].name, "sessions");
-  EXPECT_EQ(registry.List()[0].description, "Sessions.");
+  EXPECT_EQ(registry.Register("help", "another help", Echo()).code(), codes::kAlreadyExists);
+  ASSERT_EQ(registry.List().size(), 2u);
+  EXPECT_EQ(registry.List()[0].name, "help");
+  EXPECT_EQ(registry.List()[1].name, "sessions");
+  EXPECT_EQ(registry.List()[1].description, "Sessions.");
 }
 
 TEST(CommandRegistry, PassesHandlerErrorsThroughUnchanged) {

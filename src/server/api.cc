@@ -622,11 +622,16 @@ void Api::UpdateSession(const PathParams& params, HttpRequest req, Respond respo
       if (!h.ok()) return respond(HttpResponse::FromError(h.status()));
       store.ReadTitlesAsync({id}, [h = *h, id, respond](Result<std::map<std::string, session::Titles>> titles) {
         std::optional<std::string> title;
+        std::optional<std::string_view> source;
         if (titles.ok()) {
-          if (auto t = titles->find(id); t != titles->end()) title = t->second.Effective();
+          if (auto t = titles->find(id); t != titles->end()) {
+            title = t->second.Effective();
+            source = t->second.Source();
+          }
         }
         respond(HttpResponse::FromJson(200, Json{{"session", session::HeaderToJson(h)},
-                                                 {"title", title ? Json(*title) : Json()}}));
+                                                 {"title", title ? Json(*title) : Json()},
+                                                 {"title_source", source ? Json(std::string(*source)) : Json()}}));
       });
     });
   });

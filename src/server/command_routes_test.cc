@@ -135,7 +135,7 @@ TEST_F(CommandRoutesTest, AnUnknownCommandIs404UnknownCommand) {
   auto r = Post(R"({"text": "/nope status"})");
   EXPECT_EQ(r.status, 404);
   EXPECT_EQ(Error(r)["code"], "unknown_command");
-  EXPECT_EQ(Error(r)["message"], "no command /nope (commands: /echo, /fail, /sessions)");
+  EXPECT_EQ(Error(r)["message"], "no command /nope (commands: /echo, /fail, /help, /sessions)");
 }
 
 TEST_F(CommandRoutesTest, CommandErrorsKeepTheirCode) {

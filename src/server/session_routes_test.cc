@@ -398,6 +398,7 @@ TEST_F(SessionRoutesTest, PatchRenamesAndArchivesThroughTheLog) {
   auto renamed = patch(R"({"title": "  Weekly report \n"})");
   ASSERT_EQ(renamed.status, 200) << renamed.body;
   EXPECT_EQ(Json::parse(renamed.body)["title"], "Weekly report");
+  EXPECT_EQ(Json::parse(renamed.body)["title_source"], "user");
   EXPECT_EQ(Json::parse(renamed.body)["session"]["archived"], false);
   EXPECT_EQ(store_->ReadTitles({"s1"})->at("s1").Effective(), "Weekly report");
 
@@ -410,6 +411,7 @@ TEST_F(SessionRoutesTest, PatchRenamesAndArchivesThroughTheLog) {
   auto both = patch(R"({"title": null, "archived": false})");
   ASSERT_EQ(both.status, 200) << both.body;
   EXPECT_EQ(Json::parse(both.body)["title"], "what I asked first");
+  EXPECT_EQ(Json::parse(both.body)["title_source"], "fallback") << "the rename is gone";
   EXPECT_EQ(Json::parse(both.body)["session"]["archived"], false);
   // Each change is an event of the session's log.
   std::vector<std::string> types;

@@ -43,6 +43,13 @@ std::optional<std::string> Titles::Effective() const {
   return fallback;
 }
 
+std::optional<std::string_view> Titles::Source() const {
+  if (user) return "user";
+  if (generated) return "generated";
+  if (fallback) return "fallback";
+  return std::nullopt;
+}
+
 std::string FallbackTitle(std::string_view prompt) {
   size_t start = prompt.find_first_not_of(" \t\r\n");
   if (start != std::string_view::npos && StartsWith(prompt.substr(start), "<loop>")) {

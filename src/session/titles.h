@@ -16,6 +16,9 @@ struct Titles {
   // A fallback stored from a `<loop>` delivery's markup (before fallbacks
   // were built from the loop's prompt) is shown as FallbackTitle makes it.
   std::optional<std::string> Effective() const;
+  // Where Effective() comes from: "user", "generated" or "fallback";
+  // nullopt exactly when Effective() is.
+  std::optional<std::string_view> Source() const;
 };
 
 // The deterministic fallback title of a first prompt: whitespace collapsed,

@@ -37,4 +37,12 @@ TEST(FallbackTitle, OfALoopDeliveryIsItsPromptNotItsMarkup) {
   EXPECT_EQ(FallbackTitle("why does <loop> fail?"), "why does <loop> fail?");
 }
 
+TEST(Titles, SourceNamesTheKindTheEffectiveTitleComesFrom) {
+  EXPECT_EQ((Titles{"Mine", "Generated", "first prompt"}).Source(), "user");
+  EXPECT_EQ((Titles{std::nullopt, "Generated", "first prompt"}).Source(), "generated");
+  EXPECT_EQ((Titles{std::nullopt, std::nullopt, "first prompt"}).Source(), "fallback");
+  EXPECT_EQ(Titles{}.Source(), std::nullopt);
+  EXPECT_EQ(Titles{}.Effective(), std::nullopt);
+}
+
 }  // namespace dsh::session

@@ -49,6 +49,11 @@ void ReadTitlesEach(session::SessionStore& store, std::vector<std::string> ids,
   });
 }
 
+void SetTitle(SessionStatusRow& row, const session::Titles& titles) {
+  row.title = titles.Effective();
+  if (auto source = titles.Source()) row.title_source = std::string(*source);
+}
+
 }  // namespace
 
 Json StatusRowToJson(const SessionStatusRow& row) {
@@ -58,6 +63,8 @@ Json StatusRowToJson(const SessionStatusRow& row) {
     // Both come from the header: a missing session has neither.
     j["updated_at"] = FormatRfc3339Utc(FromUnixMillis(*row.updated_at));
     j["archived"] = row.archived;
+    j["title_source"] = row.title && row.title_source ? Json(*row.title_source) : Json();
+    j["parent_id"] = row.parent_id ? Json(*row.parent_id) : Json();
   }
   return j;
 }
@@ -78,13 +85,17 @@ void SessionService::Recent(int64_t n, Callback<std::vector<SessionStatusRow>> d
     rows->reserve(headers->size());
     ids.reserve(headers->size());
     for (const auto& h : *headers) {
-      rows->push_back({h.id, std::nullopt, StatusOf(agents, h.id), h.updated_at, h.archived});
+      rows->push_back({.session_id = h.id,
+                       .status = StatusOf(agents, h.id),
+                       .updated_at = h.updated_at,
+                       .archived = h.archived,
+                       .parent_id = h.parent_id});
       ids.push_back(h.id);
     }
     ReadTitlesEach(store, std::move(ids), [rows, done](std::map<std::string, session::Titles> titles) {
       for (auto& row : *rows) {
         auto it = titles.find(row.session_id);
-        if (it != titles.end()) row.title = it->second.Effective();
+        if (it != titles.end()) SetTitle(row, it->second);
       }
       done(std::move(*rows));
     });
@@ -94,11 +105,12 @@ void SessionService::Recent(int64_t n, Callback<std::vector<SessionStatusRow>> d
 void SessionService::Exact(std::string session_id, Callback<SessionStatusRow> done) const {
   store_.GetAsync(session_id, [&store = store_, &agents = agents_, session_id, done = std::move(done)](Result<session::SessionHeader> header) {
     std::optional<agent::AgentStatus> live = agents.LiveStatus(session_id);
-    SessionStatusRow row{session_id, std::nullopt, agent::AgentStatus::kMissing, std::nullopt};
+    SessionStatusRow row{.session_id = session_id};
     if (header.ok()) {
       row.status = live.value_or(agent::AgentStatus::kCold);
       row.updated_at = header->updated_at;
       row.archived = header->archived;
+      row.parent_id = header->parent_id;
     } else if (header.status().code() == codes::kNotFound) {
       if (!live) return done(row);
       row.status = *live;  // live but not yet readable here: still not missing
@@ -108,7 +120,7 @@ void SessionService::Exact(std::string session_id, Callback<SessionStatusRow> do
     store.ReadTitlesAsync({session_id}, [row = std::move(row), done](Result<std::map<std::string, session::Titles>> titles) mutable {
       if (titles.ok()) {
         auto it = titles->find(row.session_id);
-        if (it != titles->end()) row.title = it->second.Effective();
+        if (it != titles->end()) SetTitle(row, it->second);
       }
       done(std::move(row));
     });

@@ -18,13 +18,19 @@ namespace dsh::plugins::sessions {
 struct SessionStatusRow {
   std::string session_id;
   std::optional<std::string> title;  // the durable title; absent when none or unreadable
+  // Where `title` comes from (session::Titles::Source): "user", "generated"
+  // or "fallback"; nullopt exactly when `title` is.
+  std::optional<std::string> title_source;
   agent::AgentStatus status = agent::AgentStatus::kMissing;
   std::optional<int64_t> updated_at;  // Unix ms; absent only for kMissing
   bool archived = false;              // the header's `archived`; only shown with updated_at
+  std::optional<std::string> parent_id;  // the header's: the session this one was forked from
 };
 
-// {session_id, title?, status, updated_at?, archived?} with updated_at as RFC
-// 3339 UTC; updated_at and archived are both present exactly when the header was read.
+// {session_id, title?, status, updated_at?, archived?, title_source?,
+// parent_id?} with updated_at as RFC 3339 UTC. updated_at, archived,
+// title_source and parent_id are present exactly when the header was read
+// (the last two null when there is no title, or the session is no fork).
 Json StatusRowToJson(const SessionStatusRow& row);
 
 // A bounded window of a session's conversation blocks.

@@ -339,6 +339,45 @@ TEST_F(SessionsPluginTest, RowsSayWhetherTheSessionIsArchivedAndStillListIt) {
   EXPECT_EQ(Ok("check_session_status", {{"session_id", archived}})["archived"], false);
 }
 
+TEST_F(SessionsPluginTest, RowsSayWhereTheTitleCameFromSoAPersonsRenameCanBeUndone) {
+  std::string id = Cold();
+  auto source = [&] {
+    Json listed = RowOf(Ok("session_status", Json::object()), id);
+    EXPECT_EQ(RowOf(Ok("list_sessions", Json::object()), id)["title_source"], listed["title_source"]);
+    EXPECT_EQ(Ok("session_status", {{"session_id", id}})["sessions"][0]["title_source"], listed["title_source"]);
+    EXPECT_EQ(Ok("check_session_status", {{"session_id", id}})["title_source"], listed["title_source"]);
+    return listed["title_source"];
+  };
+  EXPECT_EQ(source(), nullptr) << "no title yet";
+  Append(id, {{std::string(et::kTitleFallback), {{"title", "first prompt"}}}});
+  EXPECT_EQ(source(), "fallback");
+  Append(id, {{std::string(et::kTitleGenerated), {{"title", "Generated"}}}});
+  EXPECT_EQ(source(), "generated");
+  // What PATCH /api/sessions/{id} appends for a rename, and for its undoing.
+  Append(id, {{std::string(et::kTitleUser), {{"title", "Weekly report"}}}});
+  EXPECT_EQ(source(), "user");
+  EXPECT_EQ(RowOf(Ok("session_status", Json::object()), id)["title"], "Weekly report");
+  Append(id, {{std::string(et::kTitleUser), {{"title", nullptr}}}});
+  EXPECT_EQ(source(), "generated");
+  EXPECT_EQ(RowOf(Ok("session_status", Json::object()), id)["title"], "Generated");
+}
+
+TEST_F(SessionsPluginTest, RowsOfAForkNameTheSessionItWasForkedFrom) {
+  std::string parent = Cold();
+  session::NewSession child_session;
+  child_session.route = {"scripted", "m1", std::nullopt};
+  auto child = store_->Fork(parent, 0, child_session);
+  ASSERT_TRUE(child.ok()) << child.status().ToString();
+  Json listed = Ok("session_status", Json::object());
+  EXPECT_EQ(RowOf(listed, child->id)["parent_id"], parent);
+  EXPECT_EQ(RowOf(listed, parent)["parent_id"], nullptr);
+  EXPECT_EQ(RowOf(Ok("list_sessions", Json::object()), child->id)["parent_id"], parent);
+  EXPECT_EQ(Ok("session_status", {{"session_id", child->id}})["sessions"][0]["parent_id"], parent);
+  EXPECT_EQ(Ok("check_session_status", {{"session_id", child->id}})["parent_id"], parent);
+  EXPECT_FALSE(Ok("check_session_status", {{"session_id", "ses_missing"}}).contains("parent_id"))
+      << "a missing session has no header to name a parent";
+}
+
 TEST_F(SessionsPluginTest, PreservesThePrecedenceOfUserProviderAndDeterministicFallbackTitleEvents) {
   std::string fallback_only = Cold();
   Append(fallback_only, {{std::string(et::kTitleFallback), {{"title", "fallback"}}}});
@@ -477,7 +516,7 @@ TEST_F(SessionsPluginTest, SessionStatusWithSessionIdReturnsOneExactStatusRowInc
   std::string live = Live();
   Json c = Ok("session_status", {{"session_id", cold}});
   ASSERT_EQ(c["sessions"].size(), 1u);
-  EXPECT_EQ(c["sessions"][0], (Json{{"session_id", cold}, {"status", "cold"}, {"updated_at", "2026-01-01T00:00:01.000Z"}, {"archived", false}}));
+  EXPECT_EQ(c["sessions"][0], (Json{{"session_id", cold}, {"status", "cold"}, {"updated_at", "2026-01-01T00:00:01.000Z"}, {"archived", false}, {"title_source", nullptr}, {"parent_id", nullptr}}));
   Json l = Ok("session_status", {{"session_id", live}, {"recent_n", 7}});
   ASSERT_EQ(l["sessions"].size(), 1u);
   EXPECT_EQ(l["sessions"][0]["status"], "idle");
@@ -490,7 +529,7 @@ TEST_F(SessionsPluginTest, SessionStatusWithSessionIdReturnsOneExactStatusRowInc
 TEST_F(SessionsPluginTest, CheckSessionStatusReturnsOneViewAndNeverResumes) {
   std::string cold = Cold();
   EXPECT_EQ(Ok("check_session_status", {{"session_id", cold}}),
-            (Json{{"session_id", cold}, {"status", "cold"}, {"updated_at", "2026-01-01T00:00:01.000Z"}, {"archived", false}}));
+            (Json{{"session_id", cold}, {"status", "cold"}, {"updated_at", "2026-01-01T00:00:01.000Z"}, {"archived", false}, {"title_source", nullptr}, {"parent_id", nullptr}}));
   EXPECT_EQ(Ok("check_session_status", {{"session_id", "ses_missing"}}),
             (Json{{"session_id", "ses_missing"}, {"status", "missing"}}));
   EXPECT_FALSE(manager_->LiveStatus(cold).has_value());

@@ -345,3 +345,20 @@ export async function waitForEvent(browser, host, id, type, timeout = 20000) {
     await context.close();
   }
 }
+
+// Makes `n` sessions quickly (POST /api/sessions: no first message, no
+// turn), a few at a time; each of every `titleEvery`-th gets the title
+// `${prefix} N` (a rename). Returns their ids, by N.
+export async function manySessions(host, n, { titleEvery = 0, prefix = "Filler session" } = {}) {
+  const ids = new Array(n);
+  let next = 0;
+  const worker = async () => {
+    while (next < n) {
+      const i = next++;
+      ids[i] = (await host.api("POST", "/api/sessions", {})).session.id;
+      if (titleEvery > 0 && i % titleEvery === 0) await host.api("PATCH", `/api/sessions/${ids[i]}`, { title: `${prefix} ${i}` });
+    }
+  };
+  await Promise.all(Array.from({ length: 8 }, worker));
+  return ids;
+}

@@ -93,6 +93,10 @@ export interface SessionRow {
   updated_at?: string;
   // Absent from an older host and from a `missing` row.
   archived?: boolean;
+  // Where the title comes from ("user": a person renamed it) and the session
+  // it was forked from; absent from an older host and from a `missing` row.
+  title_source?: "user" | "generated" | "fallback" | null;
+  parent_id?: string | null;
 }
 
 export interface HostInfo {
@@ -202,6 +206,9 @@ export const api = {
   // Full-text search over titles and messages (GET /api/search), newest first.
   search: (q: string, limit: number, before?: string) =>
     request<{ results: SearchResult[]; next?: string }>("GET", `/api/search?${query({ q, limit, before })}`),
+  // One session's row, whether or not it is among the recent ones.
+  sessionRow: (sessionId: string) =>
+    api.tool<{ sessions: SessionRow[] }>("session_status", { session_id: sessionId }).then((r) => readable(r.sessions)[0]),
   command: (text: string, sessionId?: string) =>
     request<{ result: { text: string; data: unknown } }>(
       "POST",
@@ -250,7 +257,7 @@ export const api = {
   // Renames (`title`: a string; null returns to the automatic title) and/or
   // archives a session (PATCH /api/sessions/{id}); answers the durable title.
   updateSession: (sessionId: string, change: { title?: string | null; archived?: boolean }) =>
-    request<{ session: SessionHeader; title: string | null }>(
+    request<{ session: SessionHeader; title: string | null; title_source?: SessionRow["title_source"] }>(
       "PATCH",
       `/api/sessions/${encodeURIComponent(sessionId)}`,
       change,

@@ -17,6 +17,8 @@ import { Queued, type QueuedMessage } from "./queued";
 import { displayTitle } from "./lib/deliveries";
 import { RenameForm, SessionMenu, type MenuActions } from "./manage";
 import { SessionSearch } from "./search";
+import { rowLabel, rowsToRead, titledByPerson } from "./lib/sidebar";
+import { Landing } from "./landing";
 
 // The address names what is shown: #/s/SESSION_ID, #/s/SESSION_ID/SEQ (the
 // session scrolled to that event, highlighted), #/automation (every loop),
@@ -99,13 +101,15 @@ export function App() {
   const limitRef = useRef(limit);
   limitRef.current = limit;
   // Rename and archive (issue 31): which list the sidebar shows, the title
-  // being edited (and where), sessions this page knows a person titled (the
-  // rows do not say; only those offer "Use the automatic title"), and the
-  // last change the host refused.
+  // being edited (and where), and the last change the host refused.
   const [showArchived, setShowArchived] = useState(false);
   const [renaming, setRenaming] = useState<{ id: string; where: "sidebar" | "header" } | null>(null);
-  const [userTitled, setUserTitled] = useState<Record<string, boolean>>({});
   const [manageError, setManageError] = useState<string | null>(null);
+  // Rows read one by one because the loaded page does not hold them: the
+  // Global interface, a session opened by link, the parents of forks; null
+  // for one that could not be read.
+  const [exactRows, setExactRows] = useState<Record<string, SessionRow | null>>({});
+  const [listLoaded, setListLoaded] = useState(false);  // the list was read once: exactRows knows what it lacks
   const menuButtons = useRef(new Map<string, HTMLButtonElement | null>());
 
   const refresh = useCallback(async () => {
@@ -113,6 +117,7 @@ export function App() {
       // The first read was sent before the page's code was all evaluated (api.ts).
       const early = limitRef.current === PAGE ? takeEarly("sessions") : undefined;
       setSessions(await (early ?? api.sessions(limitRef.current)));
+      setListLoaded(true);
       setListError(null);
     } catch (e: any) {
       setListError(e?.message ?? String(e));
@@ -174,8 +179,34 @@ export function App() {
       live = false;
     };
   }, [activityVersion]);
-  const shownTitle = current && !activityOpen && !automation
-    ? sessions.find((s) => s.session_id === current)?.title || current : undefined;
+  const byId = useMemo(() => new Map(sessions.map((s) => [s.session_id, s])), [sessions]);
+  const rowOf = (id: string | null | undefined): SessionRow | undefined =>
+    id ? byId.get(id) ?? exactRows[id] ?? undefined : undefined;
+  const globalId = host?.global_session_id ?? null;
+  const sessionOpen = current && !activityOpen && !automation ? current : null;
+  // Read again with the list (the change feed's re-reads), so their titles
+  // and statuses stay as current as the list's.
+  const openRow = sessionOpen && !byId.has(sessionOpen) ? exactRows[sessionOpen] ?? undefined : undefined;
+  const toRead = rowsToRead(new Set(byId.keys()), {
+    global: globalId, current: sessionOpen, rows: openRow ? [...sessions, openRow] : sessions,
+  });
+  const toReadKey = toRead.join(" ");
+  useEffect(() => {
+    if (!listLoaded || toRead.length === 0) return;
+    let live = true;
+    void Promise.all(toRead.map((id) => api.sessionRow(id).catch(() => null))).then((rows) => {
+      if (!live) return;
+      setExactRows((all) => {
+        const next = { ...all };
+        rows.forEach((r, i) => (next[toRead[i]] = r ?? all[toRead[i]] ?? null));
+        return next;
+      });
+    });
+    return () => {
+      live = false;
+    };
+  }, [listLoaded, toReadKey, sessionsVersion]);
+  const shownTitle = sessionOpen ? rowOf(sessionOpen)?.title || sessionOpen : undefined;
   useEffect(() => {
     document.title = pageTitle(unread.total, shownTitle);
   }, [unread.total, shownTitle]);
@@ -202,9 +233,8 @@ export function App() {
     setNavOpen(false);
   };
 
-  const globalId = host?.global_session_id ?? null;
   const titles = new Map(sessions.map((s) => [s.session_id, s.title]));
-  const globalRow = sessions.find((s) => s.session_id === globalId);
+  const globalRow = rowOf(globalId);
   const others = sessions.filter((s) => s.session_id !== globalId && !!s.archived === showArchived);
 
   // PATCH /api/sessions/{id}; the answer updates the row and the header at
@@ -213,19 +243,25 @@ export function App() {
     const r = await api.updateSession(id, what);
     setManageError(null);
     setHeaders((all) => ({ ...all, [id]: r.session }));
-    if ("title" in what) setUserTitled((all) => ({ ...all, [id]: what.title !== null }));
-    setSessions((all) => all.map((s) => (s.session_id !== id ? s : {
+    const changed = (s: SessionRow): SessionRow => ({
       ...s,
       title: r.title === null ? undefined : displayTitle(r.title),
+      // An older host does not say: a rename is the person's, its undoing is not.
+      title_source: r.title_source !== undefined ? r.title_source : "title" in what && what.title !== null ? "user" : null,
       archived: r.session.archived,
-    })));
+    });
+    setSessions((all) => all.map((s) => (s.session_id !== id ? s : changed(s))));
+    setExactRows((all) => {
+      const known = all[id];
+      return known ? { ...all, [id]: changed(known) } : all;
+    });
   };
   const refocusMenu = (key: string) => requestAnimationFrame(() => menuButtons.current.get(key)?.focus());
   const actionsFor = (id: string, where: "sidebar" | "header"): MenuActions => {
     const failed = (what: string) => (e: any) => setManageError(`${what}: ${e?.message ?? String(e)}`);
     return {
       onRename: () => setRenaming({ id, where }),
-      onAutomaticTitle: userTitled[id]
+      onAutomaticTitle: titledByPerson(rowOf(id))
         ? () => void change(id, { title: null }).catch(failed("Could not return to the automatic title"))
         : undefined,
       onArchive: id === globalId ? undefined
@@ -243,8 +279,10 @@ export function App() {
   });
   const itemProps = (row: SessionRow) => {
     const name = row.title || row.session_id;
+    const parent = row.parent_id ? rowOf(row.parent_id) : undefined;
     return {
       row,
+      parentName: row.parent_id ? parent?.title || row.parent_id : null,
       current,
       unread: unread.sessions[row.session_id] ?? 0,
       onOpen: open,
@@ -360,12 +398,18 @@ export function App() {
           Sessions
         </button>
         <span class="brand">dsh</span>
+        <button type="button" class="new" onClick={() => setCreating(true)}>
+          New session
+        </button>
       </header>
       <nav id="sessions-nav" class="sidebar" aria-label="Sessions">
         <button type="button" class="new" onClick={() => setCreating(true)}>
           New session
         </button>
-        <SessionSearch onOpen={() => setNavOpen(false)} />
+        {/* The search box stays in view with New session while the list scrolls. */}
+        <div class="search-slot" data-slot="search">
+          <SessionSearch onOpen={() => setNavOpen(false)} />
+        </div>
         <div class="nav-links">
           <a class={`nav-link${activityOpen ? " current" : ""}`} href="#/activity" aria-current={activityOpen ? "page" : undefined}
              onClick={() => setNavOpen(false)}>
@@ -387,18 +431,24 @@ export function App() {
         </div>
         {listError && <p class="error-text" role="alert">{listError}</p>}
         {manageError && <p class="error-text" role="alert">{manageError}</p>}
-        <ul class="session-list" aria-label={showArchived ? "Archived sessions" : "Sessions"}>
-          {globalRow && !showArchived && <SessionItem {...itemProps(globalRow)} pinned />}
-          {others.map((s) => <SessionItem key={s.session_id} {...itemProps(s)} />)}
-        </ul>
-        {showArchived && others.length === 0 && (
-          <p class="muted empty-list">No archived sessions{sessions.length >= limit ? " among those loaded" : ""}.</p>
+        {globalRow && !showArchived && (
+          <ul class="session-list pinned-list" aria-label="Pinned">
+            <SessionItem {...itemProps(globalRow)} pinned />
+          </ul>
         )}
-        {sessions.length >= limit && (
-          <button type="button" class="secondary more" onClick={() => setLimit(limit + PAGE)}>
-            Show more sessions
-          </button>
-        )}
+        <div class="sidebar-scroll">
+          <ul class="session-list" aria-label={showArchived ? "Archived sessions" : "Sessions"}>
+            {others.map((s) => <SessionItem key={s.session_id} {...itemProps(s)} />)}
+          </ul>
+          {showArchived && others.length === 0 && (
+            <p class="muted empty-list">No archived sessions{sessions.length >= limit ? " among those loaded" : ""}.</p>
+          )}
+          {sessions.length >= limit && (
+            <button type="button" class="secondary more" onClick={() => setLimit(limit + PAGE)}>
+              Show more sessions
+            </button>
+          )}
+        </div>
       </nav>
       <main class="main">
         {!online && (
@@ -414,14 +464,16 @@ export function App() {
           host && (
             <Automation host={host} session={automation.session} loop={automation.loop} loopsVersion={loopsVersion}
                         sessionsVersion={sessionsVersion} mcpVersion={mcpVersion} onOpenSession={open}
-                        sessionStatus={automation.session ? sessions.find((s) => s.session_id === automation.session)?.status : undefined} />
+                        sessionStatus={rowOf(automation.session)?.status} />
           )
         ) : current ? (
           <>
-            <SessionHeader row={sessions.find((s) => s.session_id === current)} id={current} isGlobal={current === globalId}
-                           header={headers[current]} actions={actionsFor(current, "header")}
+            <SessionHeader row={rowOf(current)} reading={!rowOf(current) && exactRows[current] !== null}
+                           id={current} isGlobal={current === globalId}
+                           header={headers[current]} parentName={(id) => rowOf(id)?.title || id}
+                           actions={actionsFor(current, "header")}
                            rename={renaming?.id === current && renaming.where === "header"
-                             ? renameProps(current, sessions.find((s) => s.session_id === current)?.title || current, "header") : null}
+                             ? renameProps(current, rowOf(current)?.title || current, "header") : null}
                            buttonRef={(el) => void menuButtons.current.set(`header:${current}`, el)} />
             <ConversationView
               sessionId={current}
@@ -441,7 +493,7 @@ export function App() {
             <Composer
               host={host}
               sessionId={current}
-              sessionStatus={sessions.find((s) => s.session_id === current)?.status}
+              sessionStatus={rowOf(current)?.status}
               sessions={sessions}
               running={running}
               seedDraft={seedDraft && seedDraft.id === current ? seedDraft.text : null}
@@ -465,10 +517,7 @@ export function App() {
             />
           </>
         ) : (
-          <section class="empty">
-            <h1>dsh</h1>
-            <p>Choose a session from the Sessions list, or start a new one.</p>
-          </section>
+          <Landing host={host} globalId={globalId} globalTitle={globalRow?.title ?? null} />
         )}
       </main>
       {creating && host && (
@@ -488,16 +537,24 @@ export function App() {
 
 type RenameProps = { name: string; initial: string; onSave: (title: string) => Promise<void>; onDone: () => void };
 
-function SessionItem({ row, current, pinned, unread, onOpen, actions, rename, buttonRef }: {
-  row: SessionRow; current: string | null; pinned?: boolean; unread: number; onOpen: (id: string) => void;
-  actions: MenuActions; rename: RenameProps | null; buttonRef: (el: HTMLButtonElement | null) => void;
+// A row of the Sessions list. Its button's accessible name is a sentence
+// ("Weekly report, idle, updated 2 minutes ago"); a title cut short shows
+// whole on hover. A fork links to the session it came from.
+function SessionItem({ row, parentName, current, pinned, unread, onOpen, actions, rename, buttonRef }: {
+  row: SessionRow; parentName: string | null; current: string | null; pinned?: boolean; unread: number;
+  onOpen: (id: string) => void; actions: MenuActions; rename: RenameProps | null;
+  buttonRef: (el: HTMLButtonElement | null) => void;
 }) {
   const name = row.title || row.session_id;
   return (
     <li class={`session${row.session_id === current ? " current" : ""}${pinned ? " pinned" : ""}`} data-session={row.session_id}>
       {rename ? <RenameForm {...rename} /> : <button type="button" class="open" onClick={() => onOpen(row.session_id)}
-              aria-current={row.session_id === current ? "page" : undefined}>
-        <span class="name">{pinned && <span class="tag">Global interface</span>} {name}</span>
+              aria-current={row.session_id === current ? "page" : undefined}
+              aria-label={rowLabel(row, Date.now(), { pinned, unread, parentTitle: parentName })}>
+        {/* The Global interface's id says nothing: untitled, its label is its name. */}
+        <span class="name" title={pinned && !row.title ? "Global interface" : name}>
+          {pinned && <span class="tag">Global interface</span>} {pinned && !row.title ? "" : name}
+        </span>
         <span class="meta">
           <span class={`dot ${row.status}`} aria-hidden="true" />
           <span class="status">{row.status}</span>
@@ -506,29 +563,37 @@ function SessionItem({ row, current, pinned, unread, onOpen, actions, rename, bu
         </span>
       </button>}
       <SessionMenu name={name} archived={!!row.archived} actions={actions} buttonRef={buttonRef} />
+      {row.parent_id && !rename && (
+        <a class="fork-of" href={`#/s/${encodeURIComponent(row.parent_id)}`} title={`Forked from ${parentName}`}>
+          fork of {parentName}
+        </a>
+      )}
     </li>
   );
 }
 
 // The open session: its title, id, model route, zone and status, and its
 // export as a download.
-function SessionHeader({ row, id, isGlobal, header, actions, rename, buttonRef }: {
-  row?: SessionRow; id: string; isGlobal: boolean; header?: StoredHeader;
+function SessionHeader({ row, reading, id, isGlobal, header, parentName, actions, rename, buttonRef }: {
+  row?: SessionRow; reading: boolean; id: string; isGlobal: boolean; header?: StoredHeader; parentName: (id: string) => string;
   actions: MenuActions; rename: RenameProps | null; buttonRef: (el: HTMLButtonElement | null) => void;
 }) {
   const route = header?.route;
   const name = row?.title || id;
+  const parent = row?.parent_id ?? header?.parent_id;
   const archived = row?.archived ?? header?.archived ?? false;
   return (
     <header class="session-header">
       <span class="title">
-        {rename ? <RenameForm {...rename} /> : <h1>{name}</h1>}
+        {/* Hidden while its row is read: the title shows, not first the id it replaces. */}
+        {rename ? <RenameForm {...rename} /> : <h1 title={name} class={reading ? "pending" : undefined}>{name}</h1>}
         <SessionMenu name={name} archived={archived} actions={actions} buttonRef={buttonRef} />
       </span>
       <span class="meta">
         {isGlobal && <span class="tag">Global interface</span>}
         {archived && <span class="tag">Archived</span>}
         <span class="mono muted">{id}</span>
+        {parent && <a class="fork-of" href={`#/s/${encodeURIComponent(parent)}`}>fork of {parentName(parent)}</a>}
         {route && (
           <span class="route" title="The model route: provider/model" data-testid="session-route">
             {route.provider}/{route.model}
@@ -565,10 +630,30 @@ function NewSessionDialog({ host, onClose, onCreated }: {
   const unusable = (host.providers ?? []).filter((p) => !p.available);
   const [errors, setErrors] = useState<{ field?: string; message: string } | null>(null);
   const [busy, setBusy] = useState(false);
+  // Esc with a message written asks first (keyboard: Esc again keeps it).
+  const [askDiscard, setAskDiscard] = useState(false);
+  const promptBox = useRef<HTMLTextAreaElement>(null);
+  const keepButton = useRef<HTMLButtonElement>(null);
 
   useEffect(() => {
     dialog.current?.showModal();
   }, []);
+  useEffect(() => {
+    if (askDiscard) keepButton.current?.focus();
+  }, [askDiscard]);
+  const keepWriting = () => {
+    setAskDiscard(false);
+    promptBox.current?.focus();
+  };
+  // Esc is handled on keydown, before the browser turns it into the dialog's
+  // cancel (which it may refuse to let a page prevent twice in a row).
+  const onDialogKey = (e: KeyboardEvent) => {
+    if (e.key !== "Escape" || e.defaultPrevented) return;
+    e.preventDefault();
+    if (askDiscard) keepWriting();
+    else if (prompt.trim()) setAskDiscard(true);
+    else dialog.current?.close();
+  };
 
   const submit = async (e: Event) => {
     e.preventDefault();
@@ -596,15 +681,27 @@ function NewSessionDialog({ host, onClose, onCreated }: {
     errors && errors.field === f ? <span class="error-text" id={`err-${f}`} role="alert">{errors.message}</span> : null;
 
   return (
-    <dialog ref={dialog} class="new-session" aria-labelledby="new-session-title" onClose={onClose}>
+    <dialog ref={dialog} class="new-session" aria-labelledby="new-session-title" onClose={onClose} onKeyDown={onDialogKey}
+            onCancel={(e) => {
+              if (prompt.trim()) {
+                e.preventDefault();
+                setAskDiscard(true);
+              }
+            }}>
       <form method="dialog" onSubmit={submit}>
         <h2 id="new-session-title">New session</h2>
         <label>
           First message
-          <textarea rows={4} value={prompt} aria-invalid={errors?.field === "prompt"}
-                    aria-describedby={errors?.field === "prompt" ? "err-prompt" : undefined}
-                    onInput={(e) => setPrompt((e.target as HTMLTextAreaElement).value)} />
+          <textarea ref={promptBox} rows={4} value={prompt} aria-invalid={errors?.field === "prompt"}
+                    aria-describedby={errors?.field === "prompt" ? "err-prompt new-session-keys" : "new-session-keys"}
+                    onInput={(e) => setPrompt((e.target as HTMLTextAreaElement).value)}
+                    onKeyDown={(e) => {
+                      if (e.key !== "Enter" || e.shiftKey || e.isComposing) return;
+                      e.preventDefault();
+                      (e.currentTarget as HTMLTextAreaElement).form?.requestSubmit();
+                    }} />
         </label>
+        <span id="new-session-keys" class="hint muted">Enter starts the session · Shift+Enter for a new line</span>
         {fieldError("prompt")}
         <label>
           Preset
@@ -669,6 +766,13 @@ function NewSessionDialog({ host, onClose, onCreated }: {
         </label>
         {fieldError("cwd")}
         {errors && !errors.field && <p class="error-text" role="alert">{errors.message}</p>}
+        {askDiscard && (
+          <div class="discard" role="alertdialog" aria-labelledby="discard-question" aria-modal="false">
+            <p id="discard-question">Discard the message you wrote?</p>
+            <button ref={keepButton} type="button" class="secondary" onClick={keepWriting}>Keep writing</button>
+            <button type="button" class="secondary danger" onClick={() => dialog.current?.close()}>Discard</button>
+          </div>
+        )}
         <div class="dialog-actions">
           <button type="button" class="secondary" onClick={() => dialog.current?.close()}>
             Cancel

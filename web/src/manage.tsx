@@ -1,5 +1,5 @@
 import type { Ref } from "preact";
-import { useEffect, useId, useRef, useState } from "preact/hooks";
+import { useId, useLayoutEffect, useRef, useState } from "preact/hooks";
 
 // Issue 31, rename and archive: a session's menu (the sidebar row's and the
 // header's) and its inline rename. Both change the session through
@@ -26,7 +26,9 @@ export function SessionMenu({ name, archived, actions, buttonRef }: {
   const menu = useRef<HTMLDivElement>(null);
   const menuId = useId();
 
-  useEffect(() => {
+  // Before the browser takes the next key: a key pressed as soon as the menu
+  // shows goes to its first item, not to the button under it.
+  useLayoutEffect(() => {
     if (!open) return;
     menu.current?.querySelector<HTMLElement>('[role="menuitem"]')?.focus();
     const away = (e: PointerEvent) => {
@@ -114,7 +116,7 @@ export function RenameForm({ name, initial, onSave, onDone }: {
   const hintId = useId();
   const errorId = useId();
 
-  useEffect(() => {
+  useLayoutEffect(() => {
     input.current?.focus();
     input.current?.select();
   }, []);

@@ -59,7 +59,9 @@ test("the session id completes from ids and titles", () => {
 });
 
 test("the / menu lists the commands matching a partial name", () => {
-  assert.equal(commandMenu("/").length, 4);
+  assert.equal(commandMenu("/").length, 5);
+  assert.deepEqual(commandMenu("/h").map((c) => c.insert), ["/help"]);
+  assert.equal(commandMenu("/help"), null, "typed whole: Enter sends it");
   assert.deepEqual(commandMenu("/sessions r").map((c) => c.name), ["/sessions read"]);
   assert.equal(commandMenu("/sessions read ses_alpha"), null);
   assert.equal(commandMenu("hello"), null);

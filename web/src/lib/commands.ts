@@ -112,6 +112,7 @@ export interface Command {
 
 /** The slash commands the `/` menu offers. */
 export const COMMANDS: Command[] = [
+  { name: "/help", usage: "list the slash commands, one line each", insert: "/help" },
   { name: "/sessions status", usage: "/sessions status [SESSION_ID] [--recent N]", insert: "/sessions status " },
   { name: "/sessions read", usage: "/sessions read SESSION_ID [--offset N] [--limit N]", insert: "/sessions read " },
   { name: "/sessions create", usage: "/sessions create PROMPT [--preset ID] …", insert: "/sessions create " },

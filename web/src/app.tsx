@@ -431,9 +431,10 @@ export function App() {
         </div>
         {listError && <p class="error-text" role="alert">{listError}</p>}
         {manageError && <p class="error-text" role="alert">{manageError}</p>}
-        {globalRow && !showArchived && (
+        {globalId && !showArchived && (
           <ul class="session-list pinned-list" aria-label="Pinned">
-            <SessionItem {...itemProps(globalRow)} pinned />
+            {/* Its place is kept while its row is read, so the list below does not jump. */}
+            <SessionItem {...itemProps(globalRow ?? { session_id: globalId, status: "" as SessionRow["status"] })} pinned />
           </ul>
         )}
         <div class="sidebar-scroll">
@@ -556,7 +557,7 @@ function SessionItem({ row, parentName, current, pinned, unread, onOpen, actions
           {pinned && <span class="tag">Global interface</span>} {pinned && !row.title ? "" : name}
         </span>
         <span class="meta">
-          <span class={`dot ${row.status}`} aria-hidden="true" />
+          {row.status && <span class={`dot ${row.status}`} aria-hidden="true" />}
           <span class="status">{row.status}</span>
           <span class="when">{relative(row.updated_at)}</span>
           {unread > 0 && <span class="badge unread">{unread} unread</span>}

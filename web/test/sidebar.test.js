@@ -27,6 +27,7 @@ test("a row's accessible name is a sentence", () => {
   assert.equal(rowLabel({ session_id: "ses_x", status: "missing" }, now), "ses_x, missing");
   assert.equal(rowLabel({ session_id: "ses_g", status: "cold", updated_at: at(7200) }, now, { pinned: true }),
                "Global interface, cold, updated 2 hours ago");
+  assert.equal(rowLabel({ session_id: "ses_g", status: "" }, now, { pinned: true }), "Global interface", "its row not read yet");
 });
 
 test("the rows to read on their own: the Global interface, the open session, the forks' parents, each once and only when not loaded", () => {

@@ -35,7 +35,8 @@ export function rowLabel(
   extra: { pinned?: boolean; unread?: number; parentTitle?: string | null } = {},
 ): string {
   const name = extra.pinned ? (row.title ? `Global interface: ${row.title}` : "Global interface") : row.title || row.session_id;
-  const parts = [name, row.status];
+  const parts = [name];
+  if (row.status) parts.push(row.status);
   const at = row.updated_at ? Date.parse(row.updated_at) : NaN;
   if (!Number.isNaN(at)) parts.push(`updated ${agoInWords(at, now)}`);
   if (extra.unread && extra.unread > 0) parts.push(`${extra.unread} unread`);

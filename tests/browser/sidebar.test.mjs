@@ -98,6 +98,7 @@ for (const size of SIZES) {
       assert.equal(await page.evaluate(() => document.scrollingElement.scrollTop), 0, "the page did not");
       await inView(page, pinned, "the pinned Global interface");
       await inView(page, newSession, "New session");
+      await inView(page, slot.getByRole("searchbox", { name: "Search sessions" }), "the search box, in its slot");
       await screenshot(page, `sidebar-300-${size.width}`);
 
       // More of the list: the Global interface is still pinned, and once.

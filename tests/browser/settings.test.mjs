@@ -33,7 +33,7 @@ const narrow = (page) => page.viewportSize().width < 700;
 // The Settings page through its link (in the Sessions drawer on a phone).
 async function openSettings(page) {
   if (narrow(page)) await page.getByRole("button", { name: "Sessions", exact: true }).click();
-  await page.getByRole("link", { name: "Settings" }).click();
+  await page.getByRole("navigation", { name: "Sessions" }).getByRole("link", { name: "Settings" }).click();
   await page.getByRole("heading", { name: "Settings", level: 1 }).waitFor();
 }
 

@@ -27,8 +27,6 @@ constexpr size_t kMaxTextBytes = 64 * 1024;
 // times ends early, with a cursor to go on from.
 constexpr int64_t kScanBudget = 4000;
 constexpr int64_t kScanChunk = 200;
-constexpr char kMarkOpen = '\x01';
-constexpr char kMarkClose = '\x02';
 
 bool IsWordByte(unsigned char c) { return c >= 0x80 || (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z'); }
 
@@ -56,20 +54,82 @@ std::string MatchExpression(Dialect d, const std::vector<std::string>& terms) {
   return out;
 }
 
-std::string SnippetHtml(std::string_view raw) {
-  std::string out;
-  out.reserve(raw.size() + 32);
-  for (char c : raw) {
+void AppendEscaped(std::string& out, std::string_view text) {
+  for (char c : text) {
     switch (c) {
-      case kMarkOpen: out += "<mark>"; break;
-      case kMarkClose: out += "</mark>"; break;
       case '&': out += "&amp;"; break;
       case '<': out += "&lt;"; break;
       case '>': out += "&gt;"; break;
       case '"': out += "&quot;"; break;
+      case '\n':
+      case '\r':
+      case '\t': out += ' '; break;
       default: out += c;
     }
   }
+}
+
+// Whether `word` (as written) is what `term` (lower case) finds: the same
+// word, or one it begins (for a term longer than one character). Case is
+// folded for ASCII letters only; the index folds more (other scripts'
+// capitals, SQLite also diacritics), so a match may go unmarked, never the
+// other way round.
+bool WordMatches(std::string_view word, const std::string& term) {
+  if (word.size() < term.size() || (term.size() == 1 && word.size() != 1)) return false;
+  for (size_t i = 0; i < term.size(); ++i) {
+    char c = word[i];
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    if (c != term[i]) return false;
+  }
+  return true;
+}
+
+// The safe HTML snippet of a matching text (SearchHit::snippet): about
+// kSnippetWords words from a little before the first matched word, with "…"
+// where the text goes on.
+std::string Snippet(std::string_view body, const std::vector<std::string>& terms) {
+  constexpr size_t kBefore = 6, kSnippetWords = 24;
+  struct Word {
+    size_t begin, end;
+    bool match;
+  };
+  std::vector<Word> words;
+  for (size_t i = 0; i < body.size();) {
+    if (!IsWordByte(static_cast<unsigned char>(body[i]))) {
+      ++i;
+      continue;
+    }
+    size_t start = i;
+    while (i < body.size() && IsWordByte(static_cast<unsigned char>(body[i]))) ++i;
+    std::string_view w = body.substr(start, i - start);
+    bool match = std::any_of(terms.begin(), terms.end(), [&](const std::string& t) { return WordMatches(w, t); });
+    words.push_back({start, i, match});
+  }
+  if (words.empty()) {
+    std::string out;
+    AppendEscaped(out, CutUtf8(body, 200));
+    return out;
+  }
+  size_t first = 0;
+  while (first < words.size() && !words[first].match) ++first;
+  if (first == words.size()) first = 0;
+  size_t from = first > kBefore ? first - kBefore : 0;
+  size_t to = std::min(words.size(), from + kSnippetWords);  // exclusive
+  size_t begin = from == 0 ? 0 : words[from].begin;
+  size_t end = to == words.size() ? body.size() : words[to - 1].end;
+  std::string out;
+  if (begin > 0) out += "…";
+  size_t at = begin;
+  for (size_t k = from; k < to; ++k) {
+    if (!words[k].match) continue;
+    AppendEscaped(out, body.substr(at, words[k].begin - at));
+    out += "<mark>";
+    AppendEscaped(out, body.substr(words[k].begin, words[k].end - words[k].begin));
+    out += "</mark>";
+    at = words[k].end;
+  }
+  AppendEscaped(out, body.substr(at, end - at));
+  if (end < body.size()) out += "…";
   return out;
 }
 
@@ -194,11 +254,16 @@ Result<SearchPage> SearchTx(Tx& tx, const SearchQuery& q) {
   }
   const bool sqlite = tx.dialect() == Dialect::kSqlite;
   const std::string match = MatchExpression(tx.dialect(), terms);
+  // SQLite: one statement, stepped only as far as the page needs (FTS5
+  // merges a prefix's doclists once per statement, so chunks would pay that
+  // again each). PostgreSQL: chunks, since libpq reads a whole result.
   const char* chunk_sql =
       sqlite ? "SELECT rowid, session_num, seq, at FROM search_fts WHERE search_fts MATCH ? AND rowid < ? "
                "ORDER BY rowid DESC LIMIT ?"
              : "SELECT id, session_num, seq, at FROM search_docs WHERE tsv @@ to_tsquery('simple', ?) AND id < ? "
                "ORDER BY id DESC LIMIT ?";
+  const int64_t chunk = sqlite ? kScanBudget + 1 : kScanChunk;
+  static constexpr std::string_view kPageFull = "page_full";  // stops a statement early
   std::vector<Match> hits;
   std::set<int64_t> seen;
   int64_t scanned = 0;
@@ -206,16 +271,15 @@ Result<SearchPage> SearchTx(Tx& tx, const SearchQuery& q) {
   while (true) {
     int64_t rows = 0;
     bool page_full = false;  // a match after the page's last one is in hand
-    DSH_RETURN_IF_ERROR(tx.Query(chunk_sql, {std::string_view(match), cursor, kScanChunk}, [&](const Row& row) {
+    Status st = tx.Query(chunk_sql, {std::string_view(match), cursor, chunk}, [&](const Row& row) {
       ++rows;
-      if (page_full) return Status::Ok();
       Match m{row.Int(0), row.Int(1), row.Int(2), row.Int(3)};
       bool is_new = !seen.contains(m.session_num);
-      if (is_new && static_cast<int64_t>(hits.size()) >= q.limit) {
-        // The first match of a session this page has no room for: the next
-        // page starts here.
+      if ((is_new && static_cast<int64_t>(hits.size()) >= q.limit) || scanned >= kScanBudget) {
+        // The first match of a session this page has no room for (or the
+        // page read enough): the next page starts here.
         page_full = true;
-        return Status::Ok();
+        return Status(std::string(kPageFull), "");
       }
       ++scanned;
       cursor = m.doc;
@@ -224,31 +288,27 @@ Result<SearchPage> SearchTx(Tx& tx, const SearchQuery& q) {
         hits.push_back(m);
       }
       return Status::Ok();
-    }));
+    });
+    if (!st.ok() && st.code() != kPageFull) return st;
     if (page_full) break;
-    if (rows < kScanChunk) {
+    if (rows < chunk) {
       exhausted = true;
       break;
     }
-    if (scanned >= kScanBudget) break;
   }
   SearchPage page;
   if (hits.empty()) return page;
 
   std::vector<Value> params;
   std::map<int64_t, std::string> snippets;
-  params.emplace_back(std::string_view(match));
   for (const auto& h : hits) params.emplace_back(h.doc);
-  std::string snippet_sql =
-      sqlite ? "SELECT rowid, snippet(search_fts, 0, char(1), char(2), '…', 16) FROM search_fts "
-               "WHERE search_fts MATCH ? AND rowid IN " + InList(hits.size())
-             : "SELECT id, ts_headline('simple', body, to_tsquery('simple', ?), "
-               "'StartSel=\x01, StopSel=\x02, MaxWords=30, MinWords=15') "
-               "FROM search_docs WHERE id IN " + InList(hits.size());
-  DSH_RETURN_IF_ERROR(tx.Query(snippet_sql, params, [&](const Row& row) {
-    snippets[row.Int(0)] = SnippetHtml(row.Text(1));
-    return Status::Ok();
-  }));
+  DSH_RETURN_IF_ERROR(tx.Query(std::string(sqlite ? "SELECT rowid, body FROM search_fts WHERE rowid IN "
+                                                  : "SELECT id, body FROM search_docs WHERE id IN ") +
+                                   InList(hits.size()),
+                               params, [&](const Row& row) {
+                                 snippets[row.Int(0)] = Snippet(row.Text(1), terms);
+                                 return Status::Ok();
+                               }));
 
   params.clear();
   for (const auto& h : hits) params.emplace_back(h.session_num);
@@ -323,7 +383,7 @@ std::vector<store::Migration> SearchIndex::Migrations() {
            // the document's id, in the order they were indexed); PostgreSQL
            // in a table with a generated tsvector under a GIN index.
            "/*sqlite: CREATE VIRTUAL TABLE search_fts USING fts5(body, session_num UNINDEXED, seq UNINDEXED, "
-           "at UNINDEXED, tokenize = 'unicode61 remove_diacritics 2', prefix = '2 3')*/",
+           "at UNINDEXED, tokenize = 'unicode61 remove_diacritics 2', prefix = '2 3 4 5 6')*/",
            "/*postgres: CREATE TABLE search_docs (id BIGSERIAL PRIMARY KEY, session_num BIGINT NOT NULL, "
            "seq BIGINT NOT NULL, at BIGINT NOT NULL, body TEXT NOT NULL, "
            "tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', body)) STORED)*/",
@@ -342,7 +402,7 @@ std::vector<store::Migration> SearchIndex::Migrations() {
 SearchIndex::SearchIndex(store::Database& db, const Clock& clock, EventHub* hub, SearchIndexOptions options)
     : db_(db), clock_(clock), options_(options) {
   if (hub != nullptr) {
-    appends_ = hub->SubscribeAll([this](const std::string& session_id, const std::vector<Event>&) { Enqueue(session_id); });
+    appends_ = hub->SubscribeAll([this](const std::string& session_id, const std::vector<Event>&) { Enqueue(session_id, true); });
   }
 }
 
@@ -366,8 +426,9 @@ void SearchIndex::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-void SearchIndex::Enqueue(const std::string& session_id) {
+void SearchIndex::Enqueue(const std::string& session_id, bool append) {
   std::lock_guard lk(mu_);
+  if (append) last_append_ = std::chrono::steady_clock::now();
   if (!queued_.insert(session_id).second) return;
   queue_.push_back(session_id);
   stats_.queued = static_cast<int64_t>(queue_.size());
@@ -385,7 +446,7 @@ Result<size_t> SearchIndex::QueueBehind() {
                                  }));
     return out;
   }));
-  for (const auto& id : ids) Enqueue(id);
+  for (const auto& id : ids) Enqueue(id, false);
   return ids.size();
 }
 
@@ -490,10 +551,9 @@ void SearchIndex::Run() {
     }
     stats_.queued = static_cast<int64_t>(queue_.size());
     lk.unlock();
-    for (int d = 0; d < options_.max_deferrals && db_.write_load() > options_.busy_writes; ++d) {
-      std::this_thread::sleep_for(options_.pause);
-    }
+    auto began = Clock::now();
     Status st = IndexSlice(std::move(batch));
+    auto took = Clock::now() - began;
     if (!st.ok()) spdlog::warn("search index: indexing failed (will retry): {}", st.ToString());
     if (initial > 0 && Clock::now() - last_progress >= options_.progress_every) {
       last_progress = Clock::now();
@@ -504,7 +564,12 @@ void SearchIndex::Run() {
     if (!st.ok()) {
       cv_.wait_for(lk, std::chrono::seconds(1), [&] { return stop_; });
     } else if (!queue_.empty()) {
-      cv_.wait_for(lk, options_.pause, [&] { return stop_; });
+      std::chrono::nanoseconds rest = options_.pause;
+      if (Clock::now() - last_append_ < std::chrono::seconds(1)) {
+        auto yield = std::chrono::duration_cast<std::chrono::nanoseconds>(took * (1 / options_.share_while_busy - 1));
+        rest = std::clamp<std::chrono::nanoseconds>(yield, options_.pause, std::chrono::seconds(2));
+      }
+      cv_.wait_for(lk, rest, [&] { return stop_; });
     }
   }
 }

@@ -67,10 +67,12 @@ struct SearchIndexOptions {
   // Every so often the whole profile is checked for sessions the index is
   // behind on (written by another host, or before a crash).
   std::chrono::milliseconds rescan{std::chrono::seconds(30)};
-  // While the writer has more write jobs than this queued, a slice waits (a
-  // pause, at most `max_deferrals` times in a row): appends go first.
-  size_t busy_writes = 32;
-  int max_deferrals = 50;
+  // While appends are arriving (one in the last second), indexing takes at
+  // most about this share of the time: after a slice that took d, it rests
+  // d × (1 / share − 1) before the next. The writer is shared with the
+  // appends (SQLite has one), so this bounds what indexing costs them
+  // (docs/PERFORMANCE.md, "Search"); with no appends it indexes at full speed.
+  double share_while_busy = 0.1;
   std::chrono::milliseconds progress_every{std::chrono::seconds(5)};
 };
 
@@ -131,7 +133,9 @@ class SearchIndex {
 
  private:
   void Run();
-  void Enqueue(const std::string& session_id);  // Locked: takes mu_
+  // Takes mu_. `append`: an append's news (not a rescan's), which makes
+  // indexing yield (share_while_busy).
+  void Enqueue(const std::string& session_id, bool append);
   Result<size_t> QueueBehind();  // queues every session the index is behind on; returns how many
   // Indexes the queued sessions in one write job, up to slice_events; the
   // sessions with more left are queued again.
@@ -146,6 +150,7 @@ class SearchIndex {
   std::set<std::string> queued_;      // GUARDED_BY(mu_)
   Stats stats_;                       // GUARDED_BY(mu_)
   bool stop_ = false;                 // GUARDED_BY(mu_)
+  std::chrono::steady_clock::time_point last_append_{};  // GUARDED_BY(mu_)
   std::thread thread_;
   std::unique_ptr<EventHub::Subscription> appends_;  // last: ends before the rest goes
 };

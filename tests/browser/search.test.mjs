@@ -1,13 +1,14 @@
 // Search (issue 31): the sidebar's search box finds sessions by their title
 // and the words of their messages as a person types, shows the matching text
 // with the words marked and its time, opens the session at that message
-// (highlighted), pages with "More results", and works by keyboard, at
+// (highlighted), pages with "More results", and works by keyboard, among
+// 300 other sessions, at
 // 1280x800 and on a phone (390x844), where choosing a result closes the
 // Sessions drawer. A real `dsh web` (its offline echo model) in Debian's
 // chromium.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { Host, launch, screenshot, signedIn, waitForEvent } from "./harness.mjs";
+import { Host, launch, manySessions, screenshot, signedIn, waitForEvent } from "./harness.mjs";
 
 let host;
 let browser;
@@ -15,6 +16,8 @@ let browser;
 before(async () => {
   host = await Host.start();
   browser = await launch();
+  // A list of the size a person ends up with; none of these match the searches below.
+  await manySessions(host, 300, { titleEvery: 3 });
 });
 after(async () => {
   await browser?.close();
@@ -56,6 +59,7 @@ describe("search", () => {
     assert.equal(expected.session_id, sid);
 
     const page = await signedIn(browser, host, desktop);
+    await page.getByRole("button", { name: "Show more sessions" }).waitFor();  // more than a page of sessions
     await box(page).fill("BASI");  // a prefix, in another case
     const hits = results(page).getByRole("link");
     await hits.first().waitFor();

@@ -190,6 +190,37 @@ TEST_F(DoctorCommandTest, AnUnreachableModelServerFailsNamingItsUrl) {
   EXPECT_EQ(line.rfind("FAIL", 0), 0u) << r.out;
 }
 
+// Providers saved from the Settings page (providers.yml, provider-keys)
+// are checked too: an unreachable one that new sessions do not use warns,
+// the saved default route failing fails, and a broken file fails naming it.
+TEST_F(DoctorCommandTest, ProvidersSavedFromSettingsAreChecked) {
+  uint16_t port;
+  {
+    boost::asio::io_context ioc;
+    boost::asio::ip::tcp::acceptor acceptor(ioc, {boost::asio::ip::make_address("127.0.0.1"), 0});
+    port = acceptor.local_endpoint().port();
+  }
+  std::string url = "http://127.0.0.1:" + std::to_string(port) + "/v1";
+  WriteFile("providers.yml", "providers:\n  saved:\n    base_url: " + url + "\n    models:\n      m1: null\n");
+  WriteFile("provider-keys", R"({"saved": "sk-saved"})");
+  CliRun spare = Doctor();
+  EXPECT_EQ(spare.code, 0) << spare.out;  // new sessions still use echo
+  std::string line = LineWith(spare.out, "provider saved", url + " is unreachable");
+  EXPECT_EQ(line.rfind("warn", 0), 0u) << spare.out;
+  EXPECT_EQ(spare.out.find("sk-saved"), std::string::npos) << spare.out;  // never a key
+
+  WriteFile("providers.yml",
+            "providers:\n  saved:\n    base_url: " + url + "\n    models:\n      m1: null\nmodel: saved/m1\n");
+  CliRun used = Doctor();
+  EXPECT_EQ(used.code, 1) << used.out;
+  EXPECT_EQ(LineWith(used.out, "model", url + " is unreachable").rfind("FAIL", 0), 0u) << used.out;
+
+  WriteFile("providers.yml", "providers: [not, a, mapping\n");
+  CliRun broken = Doctor();
+  EXPECT_EQ(broken.code, 1) << broken.out;
+  EXPECT_EQ(LineWith(broken.out, "model", "providers.yml").rfind("FAIL", 0), 0u) << broken.out;
+}
+
 TEST_F(DoctorCommandTest, AnMcpCommandThatDoesNotExistFails) {
   WriteFile("dsh.yml",
             "mcp:\n  servers:\n    ghost:\n      command: [dsh-no-such-command-7f3a, --stdio]\n"

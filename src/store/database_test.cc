@@ -603,6 +603,41 @@ TEST(PgConnection, AServerThatIsNotThereIsUnavailableAndNamesIt) {
   EXPECT_EQ(c.status().message().find("hunter2"), std::string::npos);
 }
 
+// A host that stops mid-transaction (frozen, cut off) releases what it
+// holds: the server rolls the transaction back after the idle limit, so
+// another host's write goes on instead of waiting for it; the stopped
+// connection learns it was ended. And every connection says so itself.
+TEST(PgConnection, ATransactionLeftIdleIsEndedByTheServerAndReleasesTheWriteLock) {
+  auto conninfo = testing::PgTestServer::NewDatabase();
+  ASSERT_TRUE(conninfo.ok()) << conninfo.status().ToString();
+  {
+    PgConnectionFactory defaults(PgOptions{.url = *conninfo});
+    auto c = defaults.Open();
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    std::string limit;
+    ASSERT_TRUE((*c)->Query("SHOW idle_in_transaction_session_timeout", {}, [&](const Row& row) {
+      limit = row.String(0);
+      return Status::Ok();
+    }).ok());
+    EXPECT_EQ(limit, "15s");
+  }
+  PgConnectionFactory factory(PgOptions{.url = *conninfo, .idle_in_transaction_timeout = std::chrono::milliseconds(500)});
+  auto frozen = factory.Open();
+  auto other = factory.Open();
+  ASSERT_TRUE(frozen.ok() && other.ok());
+  ASSERT_TRUE((*frozen)->BeginWrite().ok());
+  ASSERT_TRUE((*frozen)->Exec("SELECT 1").ok());
+  // `frozen` now says nothing; `other` wants to write.
+  auto started = std::chrono::steady_clock::now();
+  ASSERT_TRUE((*other)->BeginWrite().ok());
+  auto waited = std::chrono::steady_clock::now() - started;
+  EXPECT_LT(waited, std::chrono::seconds(10));  // the limit (0.5 s), not forever
+  ASSERT_TRUE((*other)->Commit().ok());
+  auto late = (*frozen)->Exec("SELECT 1");
+  EXPECT_FALSE(late.ok());
+  testing::PgTestServer::DropDatabase(*conninfo);
+}
+
 // Writers commit jobs of five rows each while the server is SIGKILLed and
 // started again: every acknowledged job is there whole, no job is there in
 // part, and writes work again once the server is back. The writers go on until

@@ -80,8 +80,8 @@ std::string Trimmed(const char* m) {
 
 class PgConnection final : public Connection {
  public:
-  PgConnection(PGconn* conn, std::string describe, std::string origin)
-      : conn_(conn), describe_(std::move(describe)), origin_(std::move(origin)) {}
+  PgConnection(PGconn* conn, std::string describe, std::string origin, std::chrono::milliseconds idle_in_transaction)
+      : conn_(conn), describe_(std::move(describe)), origin_(std::move(origin)) , idle_in_transaction_(idle_in_transaction) {}
   ~PgConnection() override { PQfinish(conn_); }
   Dialect dialect() const override { return Dialect::kPostgres; }
 
@@ -186,9 +186,14 @@ class PgConnection final : public Connection {
     return s == PQTRANS_INTRANS || s == PQTRANS_ACTIVE;
   }
 
+  // Times as UTC, text as UTF-8, no notices in the logs, and the idle-in-
+  // transaction limit (PgOptions).
   Status Configure() {
-    // Times as UTC, text as UTF-8, and no notices in the logs.
-    return Simple("SET TIME ZONE 'UTC'; SET client_encoding = 'UTF8'; SET client_min_messages = warning");
+    std::string sql = "SET TIME ZONE 'UTC'; SET client_encoding = 'UTF8'; SET client_min_messages = warning";
+    if (idle_in_transaction_.count() > 0) {
+      sql += "; SET idle_in_transaction_session_timeout = " + std::to_string(idle_in_transaction_.count());
+    }
+    return Simple(sql);
   }
 
  private:
@@ -348,6 +353,7 @@ class PgConnection final : public Connection {
   PGconn* conn_;
   const std::string describe_;
   const std::string origin_;
+  const std::chrono::milliseconds idle_in_transaction_;  // PgOptions; zero: the server's
   // Write transaction state kept client-side until a command carries it.
   std::string release_;  // "RELEASE SAVEPOINT x; " not yet sent
   std::vector<std::pair<std::string, std::string>> notices_;  // (channel, payload) for COMMIT
@@ -501,7 +507,17 @@ std::string PgConnectionFactory::Describe() const {
 }
 
 Result<PGconn*> PgConnectionFactory::Connect() const {
-  PGconn* conn = PQconnectdb(options_.url.c_str());
+  // Our defaults first, then the URL (expanded in place): what the URL says wins.
+  std::vector<const char*> keys, values;
+  for (const auto& [key, value] : kPgKeepaliveDefaults) {
+    keys.push_back(key);
+    values.push_back(value);
+  }
+  keys.push_back("dbname");
+  values.push_back(options_.url.c_str());
+  keys.push_back(nullptr);
+  values.push_back(nullptr);
+  PGconn* conn = PQconnectdbParams(keys.data(), values.data(), /*expand_dbname=*/1);
   if (PQstatus(conn) != CONNECTION_OK) {
     std::string msg = Trimmed(PQerrorMessage(conn));
     PQfinish(conn);
@@ -515,8 +531,10 @@ Result<PGconn*> PgConnectionFactory::Connect() const {
 
 Result<std::unique_ptr<Connection>> PgConnectionFactory::Open() {
   DSH_ASSIGN_OR_RETURN(PGconn * conn, Connect());
-  auto c = std::make_unique<PgConnection>(conn, Describe(), origin_);
-  if (Status st = c->Configure(); !st.ok()) return st.WithContext("cannot configure " + Describe());
+  auto c = std::make_unique<PgConnection>(conn, Describe(), origin_, options_.idle_in_transaction_timeout);
+  if (Status st = c->Configure(); !st.ok()) {
+    return st.WithContext("cannot configure " + Describe());
+  }
   return std::unique_ptr<Connection>(std::move(c));
 }
 

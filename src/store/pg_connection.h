@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <string_view>
 
@@ -14,7 +15,24 @@ struct PgOptions {
   // key=value string. Without a password in it, libpq reads PGPASSFILE or
   // ~/.pgpass. Never logged: Describe() leaves the password out.
   std::string url;
+  // The server ends a session of ours that sits inside a transaction this
+  // long without a statement (`idle_in_transaction_session_timeout`), which
+  // rolls it back and releases its locks: a host frozen or cut off
+  // mid-transaction holds them seconds, not until the server notices the
+  // dead connection. Our transactions never wait between statements for
+  // anything but the host's own CPU. Zero: the server's setting.
+  std::chrono::milliseconds idle_in_transaction_timeout{std::chrono::seconds(15)};
 };
+
+// TCP keepalives and a send timeout on every connection, unless the URL sets
+// its own (docs/STORAGE.md, "PostgreSQL"): a dead peer is noticed in about
+// 25 s while idle (keepalives after 10 s, every 5 s, 3 lost) and 30 s while
+// sending (`tcp_user_timeout`). Unix-socket connections ignore them.
+inline constexpr const char* kPgKeepaliveDefaults[][2] = {{"keepalives", "1"},
+                                                            {"keepalives_idle", "10"},
+                                                            {"keepalives_interval", "5"},
+                                                            {"keepalives_count", "3"},
+                                                            {"tcp_user_timeout", "30000"}};
 
 // PostgreSQL over libpq (docs/STORAGE.md, "PostgreSQL"). libpq rather than
 // libpqxx: the Connection seam is already thin, and libpq gives the SQLSTATE

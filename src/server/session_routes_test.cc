@@ -1185,15 +1185,18 @@ TEST_F(HostRoutesTest, SearchFindsMessagesAndTitlesSoonAfterTheyAreWritten) {
   auto sent = Post("/api/sessions/" + id + "/messages", {{"message", "where is the Kilimanjaro trailhead?"}});
   ASSERT_EQ(sent.status, 200) << sent.body;
   UserMessages(id, 1);
+  // Waits for the host's index to hold every event of the session (the
+  // only one with events), then searches once.
   auto search = [&](const std::string& q) {
-    for (int i = 0; i < 200; ++i) {
-      auto r = Get("/api/search?q=" + q);
-      EXPECT_EQ(r.status, 200) << r.body;
-      Json j = Json::parse(r.body, nullptr, false);
-      if (!j["results"].empty() || r.status != 200) return j;
-      std::this_thread::sleep_for(20ms);
-    }
-    return Json::parse(R"({"results": []})");
+    auto header = host_->sessions().Get(id);
+    EXPECT_TRUE(header.ok()) << header.status().ToString();
+    const int64_t last_seq = header.ok() ? header->last_seq : 0;
+    EXPECT_TRUE(host_->search().WaitFor(
+        [&](const session::SearchIndex::Stats& s) { return s.events_indexed >= last_seq; }, 20s))
+        << "indexed " << host_->search().stats().events_indexed << " of " << last_seq;
+    auto r = Get("/api/search?q=" + q);
+    EXPECT_EQ(r.status, 200) << r.body;
+    return Json::parse(r.body, nullptr, false);
   };
   Json found = search("kilim");
   ASSERT_EQ(found["results"].size(), 1u) << found.dump();

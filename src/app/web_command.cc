@@ -112,12 +112,7 @@ int RunWeb(const WebFlags& flags, CommandContext& ctx) {
   }
   if (Status st = host->Start(threads); !st.ok()) return Fail(ctx, st);
   boost::asio::io_context& ioc = host->io();
-  server::Api api({token, kVersion}, {.tools = host->tools(),
-                                      .sessions = &host->sessions(),
-                                      .events = &host->events(),
-                                      .host = host.get(),
-                                      .commands = &host->commands(),
-                                      .extra_routes = host->http_routes()});
+  server::Api api({token, kVersion}, server::Api::ServicesOf(*host));
   server::HttpServer::Options http_options{bind_host, static_cast<uint16_t>(port)};
   http_options.websocket = [&api](server::HttpRequest req, server::UpgradeRespond respond) {
     api.HandleUpgrade(std::move(req), std::move(respond));

@@ -48,6 +48,16 @@ class Api {
     // sent as its status and JSON body.
     std::vector<host::HttpRoute> extra_routes = {};
   };
+  // Everything a started host serves: its tools, sessions, hub, commands and
+  // plugin routes (what `dsh web` and the tests over a real host use).
+  static Services ServicesOf(host::Host& host) {
+    return {.tools = host.tools(),
+            .sessions = &host.sessions(),
+            .events = &host.events(),
+            .host = &host,
+            .commands = &host.commands(),
+            .extra_routes = host.http_routes()};
+  }
 
   Api(Options options, Services services)
       : options_(std::move(options)), services_(std::move(services)), mcp_(services_.tools, options_.version) {

@@ -52,11 +52,7 @@ class McpRoutesTest : public ::testing::Test {
     ASSERT_TRUE(host_->tools().Register(std::make_shared<EchoTool>()).ok());
     ASSERT_TRUE(host_->Start(2).ok());
     api_ = std::make_unique<Api>(Api::Options{"secret", "9.9.9"},
-                                 Api::Services{.tools = host_->tools(),
-                                               .sessions = &host_->sessions(),
-                                               .events = &host_->events(),
-                                               .host = host_.get(),
-                                               .extra_routes = host_->http_routes()});
+                                 Api::ServicesOf(*host_));
     server_ = std::make_unique<HttpServer>(ioc_, HttpServer::Options{}, [this](HttpRequest req, Respond r) {
       api_->Handle(std::move(req), std::move(r));
     });

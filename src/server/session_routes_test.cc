@@ -871,11 +871,7 @@ class HostRoutesTest : public ::testing::Test {
     waiter_ = std::make_unique<agent::testing::EventWaiter>(host_->events());
     ASSERT_TRUE(host_->Start(2).ok());
     api_ =
-        std::make_unique<Api>(Api::Options{"secret", "9.9.9"}, Api::Services{.tools = host_->tools(),
-                                                                             .sessions = &host_->sessions(),
-                                                                             .events = &host_->events(),
-                                                                             .host = host_.get(),
-                                                                             .extra_routes = host_->http_routes()});
+        std::make_unique<Api>(Api::Options{"secret", "9.9.9"}, Api::ServicesOf(*host_));
     HttpServer::Options server_options;
     server_options.websocket = [this](HttpRequest req, UpgradeRespond r) {
       api_->HandleUpgrade(std::move(req), std::move(r));

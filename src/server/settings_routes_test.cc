@@ -66,11 +66,7 @@ class SettingsRoutesTest : public ::testing::Test {
     host_ = std::move(host).value();
     ASSERT_TRUE(host_->Start(2).ok());
     api_ = std::make_unique<Api>(Api::Options{"secret", "9.9.9"},
-                                 Api::Services{.tools = host_->tools(),
-                                               .sessions = &host_->sessions(),
-                                               .events = &host_->events(),
-                                               .host = host_.get(),
-                                               .extra_routes = host_->http_routes()});
+                                 Api::ServicesOf(*host_));
     ioc_ = std::make_unique<boost::asio::io_context>();
     server_ = std::make_unique<HttpServer>(*ioc_, HttpServer::Options{}, [this](HttpRequest req, Respond r) {
       api_->Handle(std::move(req), std::move(r));

@@ -13,6 +13,8 @@
 #include <string_view>
 #include <utility>
 
+#include "base/strings.h"
+
 namespace dsh {
 namespace {
 
@@ -57,9 +59,7 @@ std::string Got(const Json& v) {
   if (text.size() <= 40) return text;
   if (v.is_string() && v.get_ref<const std::string&>().size() > 32) {
     const auto& s = v.get_ref<const std::string&>();
-    size_t cut = 32;
-    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // whole code points
-    return DumpJson(Json(s.substr(0, cut) + "..."));
+    return DumpJson(Json(std::string(Utf8Prefix(s, 32)) + "..."));  // whole code points
   }
   if (v.is_array()) return "an array of " + Plural(v.size(), "item");
   if (v.is_object()) return "an object with " + Plural(v.size(), "property");

@@ -18,4 +18,12 @@ inline size_t Utf16Length(std::string_view s) {
   return n;
 }
 
+// The longest prefix of UTF-8 `s` of at most `max` bytes that does not end
+// inside a character (it backs up over continuation bytes).
+inline std::string_view Utf8Prefix(std::string_view s, size_t max) {
+  if (s.size() <= max) return s;
+  while (max > 0 && (static_cast<unsigned char>(s[max]) & 0xC0) == 0x80) --max;
+  return s.substr(0, max);
+}
+
 }  // namespace dsh

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "base/strings.h"
 #include "mcp/http_transport.h"
 #include "mcp/stdio_transport.h"
 
@@ -32,10 +33,7 @@ void ForEachMessage(const std::string& server, Json payload, const std::function
 
 std::string Excerpt(std::string_view text, size_t max) {
   if (text.size() <= max) return std::string(text);
-  size_t cut = max;
-  // Do not split a UTF-8 sequence: back up over continuation bytes.
-  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
-  return std::string(text.substr(0, cut)) + "...";
+  return std::string(Utf8Prefix(text, max)) + "...";  // never a split UTF-8 sequence
 }
 
 }  // namespace internal

@@ -7,6 +7,7 @@
 #include <map>
 #include <utility>
 
+#include "base/strings.h"
 #include "session/event.h"
 #include "session/session_store.h"
 #include "session/titles.h"
@@ -29,13 +30,6 @@ constexpr int64_t kScanBudget = 4000;
 constexpr int64_t kScanChunk = 200;
 
 bool IsWordByte(unsigned char c) { return c >= 0x80 || (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z'); }
-
-// `s` cut to at most `n` bytes, not inside a UTF-8 character.
-std::string_view CutUtf8(std::string_view s, size_t n) {
-  if (s.size() <= n) return s;
-  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
-  return s.substr(0, n);
-}
 
 // A term as the backend's query language wants it: a prefix unless it is a
 // single ASCII character (a prefix of one letter matches most of the index).
@@ -107,7 +101,7 @@ std::string Snippet(std::string_view body, const std::vector<std::string>& terms
   }
   if (words.empty()) {
     std::string out;
-    AppendEscaped(out, CutUtf8(body, 200));
+    AppendEscaped(out, Utf8Prefix(body, 200));
     return out;
   }
   size_t first = 0;
@@ -350,7 +344,7 @@ Result<std::vector<std::string>> SearchTerms(std::string_view text) {
     size_t start = i;
     while (i < text.size() && IsWordByte(static_cast<unsigned char>(text[i]))) ++i;
     if (i > start) {
-      std::string term(CutUtf8(text.substr(start, i - start), kMaxTermBytes));
+      std::string term(Utf8Prefix(text.substr(start, i - start), kMaxTermBytes));
       std::transform(term.begin(), term.end(), term.begin(),
                      [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; });
       terms.push_back(std::move(term));
@@ -371,7 +365,7 @@ std::string SearchableText(const Event& event) {
     prompt = LoopPrompt(s);
     s = prompt;
   }
-  return std::string(CutUtf8(s, kMaxTextBytes));
+  return std::string(Utf8Prefix(s, kMaxTextBytes));
 }
 
 std::vector<store::Migration> SearchIndex::Migrations() {

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "base/strings.h"
+
 namespace dsh::session {
 namespace {
 
@@ -67,9 +69,7 @@ std::string FallbackTitle(std::string_view prompt) {
     collapsed.push_back(c);
   }
   if (collapsed.size() <= kMaxTitleBytes) return collapsed;
-  size_t cut = kMaxTitleBytes;
-  // Never split a UTF-8 sequence: back up over continuation bytes.
-  while (cut > 0 && (static_cast<unsigned char>(collapsed[cut]) & 0xC0) == 0x80) --cut;
+  size_t cut = Utf8Prefix(collapsed, kMaxTitleBytes).size();  // never a split UTF-8 sequence
   size_t space = collapsed.rfind(' ', cut);
   if (space != std::string::npos && space >= kMaxTitleBytes / 2) cut = space;
   std::string out = collapsed.substr(0, cut);

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "bench_cli.h"
+#include "bench_util.h"
 #include "session/event_hub.h"
 #include "session/search_index.h"
 #include "session/session_store.h"
@@ -95,14 +96,7 @@ struct Latency {
   double p50 = 0, p99 = 0, max = 0;
 };
 Latency Summarize(std::vector<double> ms) {
-  if (ms.empty()) return {};
-  std::sort(ms.begin(), ms.end());
-  return {ms[ms.size() / 2], ms[std::min(ms.size() - 1, ms.size() * 99 / 100)], ms.back()};
-}
-
-void Die(const char* what, const Status& st) {
-  std::fprintf(stderr, "%s: %s\n", what, st.ToString().c_str());
-  std::exit(1);
+  return {bench::Percentile(ms, 0.5), bench::Percentile(ms, 0.99), bench::Percentile(ms, 1.0)};
 }
 
 }  // namespace
@@ -138,12 +132,12 @@ int main(int argc, char** argv) {
         store::SqliteOptions{.path = (dir / "bench.db").string(), .synchronous = store::SqliteOptions::Synchronous::kNormal});
   } else {
     auto created = store::testing::PgTestServer::NewDatabase();
-    if (!created.ok()) Die("create database", created.status());
+    if (!created.ok()) bench::Fail("create database", created.status());
     pg_database = *created;
     factory = store::testing::PgTestServer::Factory(pg_database);
   }
   auto opened = store::Database::Open(std::move(factory), migrations, store::DatabaseOptions{.readers = 2});
-  if (!opened.ok()) Die("open", opened.status());
+  if (!opened.ok()) bench::Fail("open", opened.status());
   auto db = std::move(opened).value();
 
   // 1. Load.
@@ -186,7 +180,7 @@ int main(int argc, char** argv) {
       }
       return Status::Ok();
     });
-    if (!st.ok()) Die("load", st);
+    if (!st.ok()) bench::Fail("load", st);
     s += batch;
   }
   double load_s = std::chrono::duration<double>(Clock_::now() - t0).count();
@@ -199,7 +193,7 @@ int main(int argc, char** argv) {
   session::SearchIndex index(*db, RealClock(), nullptr);
   t0 = Clock_::now();
   auto indexed = index.CatchUp();
-  if (!indexed.ok()) Die("index", indexed.status());
+  if (!indexed.ok()) bench::Fail("index", indexed.status());
   double index_s = std::chrono::duration<double>(Clock_::now() - t0).count();
   std::printf("indexed %lld events in %.1f s: %.0f events/s\n\n", static_cast<long long>(*indexed), index_s,
               static_cast<double>(*indexed) / index_s);
@@ -227,7 +221,7 @@ int main(int argc, char** argv) {
     auto start = Clock_::now();
     auto page = index.Search({q, 20, std::nullopt});
     ms[static_cast<size_t>(kind)].push_back(std::chrono::duration<double, std::milli>(Clock_::now() - start).count());
-    if (!page.ok()) Die(("search " + q).c_str(), page.status());
+    if (!page.ok()) bench::Fail(("search " + q).c_str(), page.status());
     hits[static_cast<size_t>(kind)] += static_cast<int64_t>(page->results.size());
   }
   std::printf("| query | p50 | p99 | max | sessions per page (mean) |\n|---|---:|---:|---:|---:|\n");

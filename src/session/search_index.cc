@@ -423,10 +423,24 @@ void SearchIndex::Stop() {
 void SearchIndex::Enqueue(const std::string& session_id, bool append) {
   std::lock_guard lk(mu_);
   if (append) last_append_ = std::chrono::steady_clock::now();
-  if (!queued_.insert(session_id).second) return;
-  queue_.push_back(session_id);
-  stats_.queued = static_cast<int64_t>(queue_.size());
+  EnqueueLocked(session_id);
   cv_.notify_all();
+}
+
+void SearchIndex::EnqueueLocked(const std::string& session_id) {
+  if (queued_.insert(session_id).second) queue_.push_back(session_id);
+  stats_.queued = static_cast<int64_t>(queue_.size());
+}
+
+std::vector<std::string> SearchIndex::TakeBatchLocked() {
+  std::vector<std::string> batch;
+  while (!queue_.empty() && batch.size() < static_cast<size_t>(options_.slice_events)) {
+    queued_.erase(queue_.front());
+    batch.push_back(std::move(queue_.front()));
+    queue_.pop_front();
+  }
+  stats_.queued = static_cast<int64_t>(queue_.size());
+  return batch;
 }
 
 Result<size_t> SearchIndex::QueueBehind() {
@@ -471,17 +485,12 @@ Status SearchIndex::IndexSlice(std::vector<std::string> sessions) {
   ++stats_.jobs;
   if (!out.ok()) {
     ++stats_.failures;
-    for (auto& s : sessions) {
-      if (queued_.insert(s).second) queue_.push_back(s);
-    }
+    for (auto& s : sessions) EnqueueLocked(s);
   } else {
     stats_.events_indexed += out->events;
     stats_.documents += out->documents;
-    for (auto& s : out->more) {
-      if (queued_.insert(s).second) queue_.push_back(s);
-    }
+    for (auto& s : out->more) EnqueueLocked(s);
   }
-  stats_.queued = static_cast<int64_t>(queue_.size());
   cv_.notify_all();
   return out.status();
 }
@@ -493,12 +502,7 @@ Result<int64_t> SearchIndex::CatchUp() {
     std::vector<std::string> batch;
     {
       std::lock_guard lk(mu_);
-      while (!queue_.empty() && batch.size() < static_cast<size_t>(options_.slice_events)) {
-        queued_.erase(queue_.front());
-        batch.push_back(std::move(queue_.front()));
-        queue_.pop_front();
-      }
-      stats_.queued = static_cast<int64_t>(queue_.size());
+      batch = TakeBatchLocked();
     }
     if (batch.empty()) break;
     DSH_RETURN_IF_ERROR(IndexSlice(std::move(batch)));
@@ -537,13 +541,7 @@ void SearchIndex::Run() {
       cv_.wait_for(lk, options_.gather, [&] { return stop_; });
       if (stop_) break;
     }
-    std::vector<std::string> batch;
-    while (!queue_.empty() && batch.size() < static_cast<size_t>(options_.slice_events)) {
-      queued_.erase(queue_.front());
-      batch.push_back(std::move(queue_.front()));
-      queue_.pop_front();
-    }
-    stats_.queued = static_cast<int64_t>(queue_.size());
+    std::vector<std::string> batch = TakeBatchLocked();
     lk.unlock();
     auto began = Clock::now();
     Status st = IndexSlice(std::move(batch));

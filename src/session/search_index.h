@@ -136,6 +136,9 @@ class SearchIndex {
   // Takes mu_. `append`: an append's news (not a rescan's), which makes
   // indexing yield (share_while_busy).
   void Enqueue(const std::string& session_id, bool append);
+  void EnqueueLocked(const std::string& session_id);  // mu_ held
+  // Up to slice_events sessions off the queue; mu_ held.
+  std::vector<std::string> TakeBatchLocked();
   Result<size_t> QueueBehind();  // queues every session the index is behind on; returns how many
   // Indexes the queued sessions in one write job, up to slice_events; the
   // sessions with more left are queued again.

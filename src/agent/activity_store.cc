@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <limits>
+#include <map>
 #include <span>
 #include <utility>
 
@@ -68,16 +69,18 @@ Status AddUnread(Tx& tx, const std::optional<std::string>& session_id, int64_t d
 
 // Marks read the unread items `where` selects (with `params`), keeping the
 // counts; returns how many.
+// The counts come from the rows this statement changed (RETURNING), not
+// from a count before it: on PostgreSQL another host may add unread items
+// in between.
 Result<int64_t> MarkWhere(Tx& tx, const std::string& where, std::span<const Value> params) {
-  std::vector<std::pair<std::optional<std::string>, int64_t>> per_session;
-  DSH_RETURN_IF_ERROR(tx.Query(
-      "SELECT session_id, COUNT(*) FROM activity WHERE read = 0 AND " + where + " GROUP BY session_id",
-      params, [&](const Row& row) {
-        per_session.emplace_back(row.OptString(0), row.Int(1));
-        return Status::Ok();
-      }));
-  DSH_ASSIGN_OR_RETURN(int64_t marked,
-                       tx.Exec("UPDATE activity SET read = 1 WHERE read = 0 AND " + where, params));
+  std::map<std::optional<std::string>, int64_t> per_session;
+  int64_t marked = 0;
+  DSH_RETURN_IF_ERROR(tx.Query("UPDATE activity SET read = 1 WHERE read = 0 AND " + where + " RETURNING session_id",
+                               params, [&](const Row& row) {
+                                 ++per_session[row.OptString(0)];
+                                 ++marked;
+                                 return Status::Ok();
+                               }));
   for (const auto& [session_id, n] : per_session) DSH_RETURN_IF_ERROR(AddUnread(tx, session_id, -n));
   return marked;
 }
@@ -323,22 +326,11 @@ Result<int64_t> MarkRead(Tx& tx, const std::vector<int64_t>& ids) {
   return MarkWhere(tx, where, params);
 }
 
-Result<int64_t> MarkAllRead(Tx& tx) {
-  DSH_ASSIGN_OR_RETURN(int64_t marked, tx.Exec("UPDATE activity SET read = 1 WHERE read = 0"));
-  DSH_RETURN_IF_ERROR(tx.Exec("DELETE FROM activity_unread_counts").status());
-  return marked;
-}
+Result<int64_t> MarkAllRead(Tx& tx) { return MarkWhere(tx, "1 = 1", {}); }
 
 Result<int64_t> MarkSessionRead(Tx& tx, const std::string& session_id) {
-  DSH_ASSIGN_OR_RETURN(int64_t marked,
-                       tx.Exec("UPDATE activity SET read = 1 WHERE read = 0 AND session_id = ?",
-                               {std::string_view(session_id)}));
-  if (marked > 0) {
-    DSH_RETURN_IF_ERROR(
-        tx.Exec("DELETE FROM activity_unread_counts WHERE session_id = ?", {std::string_view(session_id)})
-            .status());
-  }
-  return marked;
+  std::array<Value, 1> params = {std::string_view(session_id)};
+  return MarkWhere(tx, "session_id = ?", params);
 }
 
 store::PruneTask PruneTask(int64_t max_age_ms) {

@@ -64,27 +64,34 @@ Result<Inserted> Insert(Tx& tx, InboxMessage& m, const std::optional<std::string
     return Status::Ok();
   }));
   if (!exists) return Status(codes::kNotFound, "no session " + m.session_id);
-  if (key) {
-    std::optional<Inserted> first;
-    DSH_RETURN_IF_ERROR(tx.Query("SELECT message_id, num FROM inbox WHERE session_id = ? AND key = ?",
-                                 {std::string_view(m.session_id), std::string_view(*key)}, [&](const Row& row) {
-                                   first = Inserted{row.String(0), true, row.Int(1)};
-                                   return Status::Ok();
-                                 }));
-    if (first) return *first;
-  }
   std::string meta = DumpJson(m.meta);
   store::Value key_value = key ? store::Value(std::string_view(*key)) : store::Value(nullptr);
   std::string_view mode = DeliveryModeName(m.mode);
   std::array<store::Value, 8> params = {std::string_view(m.message_id), std::string_view(m.session_id), key_value, mode,
                                         int64_t{m.wakeup ? 1 : 0},      std::string_view(m.text),
                                         std::string_view(meta),         m.created_at};
+  // A key delivered before is not inserted again, without a failed statement
+  // (which would abort a PostgreSQL transaction) and without a lock: hosts
+  // delivering the same key at once wait only for each other (NULL keys
+  // never conflict).
+  bool inserted = false;
   DSH_RETURN_IF_ERROR(tx.Query("INSERT INTO inbox (message_id, session_id, key, mode, wakeup, text, meta, created_at) "
-                               "VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING num",
+                               "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (session_id, key) DO NOTHING RETURNING num",
                                params, [&](const Row& row) {
                                  m.num = row.Int(0);
+                                 inserted = true;
                                  return Status::Ok();
                                }));
+  if (!inserted) {
+    std::optional<Inserted> first;
+    DSH_RETURN_IF_ERROR(tx.Query("SELECT message_id, num FROM inbox WHERE session_id = ? AND key = ?",
+                                 {std::string_view(m.session_id), key_value}, [&](const Row& row) {
+                                   first = Inserted{row.String(0), true, row.Int(1)};
+                                   return Status::Ok();
+                                 }));
+    if (!first) return Status(codes::kConflict, "the message with key " + key.value_or("") + " vanished meanwhile");
+    return *first;
+  }
   if (m.activity) {
     DSH_RETURN_IF_ERROR(activity::Delivered(tx, *m.activity, m.session_id, m.message_id, key, m.created_at, started));
   }
@@ -189,12 +196,19 @@ Result<bool> AcquireLease(Tx& tx, const std::string& session_id, const std::stri
   if (current && current->first != holder && current->second >= now && !LeaseHolderIsDead(current->first)) {
     return false;
   }
-  DSH_RETURN_IF_ERROR(tx.Exec("INSERT INTO session_leases (session_id, holder, expires_at) VALUES (?, ?, ?) "
-                              "ON CONFLICT (session_id) DO UPDATE SET holder = excluded.holder, "
-                              "expires_at = excluded.expires_at",
-                              {std::string_view(session_id), std::string_view(holder), expires_at})
-                          .status());
-  return true;
+  // Compare-and-set on what was read: of hosts taking the same lease at once
+  // (PostgreSQL), one wins and the others find the row changed.
+  if (!current) {
+    DSH_ASSIGN_OR_RETURN(int64_t n, tx.Exec("INSERT INTO session_leases (session_id, holder, expires_at) "
+                                            "VALUES (?, ?, ?) ON CONFLICT (session_id) DO NOTHING",
+                                            {std::string_view(session_id), std::string_view(holder), expires_at}));
+    return n == 1;
+  }
+  DSH_ASSIGN_OR_RETURN(int64_t n, tx.Exec("UPDATE session_leases SET holder = ?, expires_at = ? "
+                                          "WHERE session_id = ? AND holder = ? AND expires_at = ?",
+                                          {std::string_view(holder), expires_at, std::string_view(session_id),
+                                           std::string_view(current->first), current->second}));
+  return n == 1;
 }
 
 Result<std::vector<std::string>> RenewLeases(Tx& tx, const std::string& holder, int64_t expires_at) {

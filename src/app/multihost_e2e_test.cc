@@ -395,9 +395,9 @@ struct StatusRound {
 // when it believes no turn is open, and `message/assistant` + `turn/end`
 // (for an answer without tool calls, as every echo answer is: together, in
 // one commit that also marks the turn's inbox messages consumed) when it
-// believes its turn is open. Every
-// commit on the database is serialized (one advisory lock), so a log is the
-// order in which its appends committed. If two hosts ran turns of one
+// believes its turn is open. The appends of one session are serialized
+// (each locks the session's row), so a log is the order in which its
+// appends committed. If two hosts ran turns of one
 // session in overlapping time spans, one host's `turn/start` would commit
 // while the other's turn is open (a nested start), or both would append an
 // end for one turn (an end without an open turn), or both would take one

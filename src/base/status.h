@@ -51,6 +51,9 @@ inline constexpr const char* kInvalidJson = "invalid_json";
 inline constexpr const char* kNotFound = "not_found";
 inline constexpr const char* kAlreadyExists = "already_exists";
 inline constexpr const char* kConflict = "conflict";
+// A row a write needs was held by another writer too long (a lock wait
+// timed out, a deadlock): the store runs the write again (store::Database).
+inline constexpr const char* kContended = "contended";
 inline constexpr const char* kInternal = "internal";
 inline constexpr const char* kUnavailable = "unavailable";
 inline constexpr const char* kIo = "io_error";

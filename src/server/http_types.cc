@@ -33,7 +33,7 @@ int HttpStatusFor(const std::string& code) {
       {"payload_too_large", 413}, {"upgrade_required", 426}, {"model_rate_limited", 429},
       // The model provider failed.
       {"model_error", 502}, {"model_bad_response", 502}, {"model_timeout", 504},
-      {"unavailable", 503}, {"shutting_down", 503}, {"persistence_uncertain", 503}, {"model_unavailable", 503},
+      {"unavailable", 503}, {"contended", 503}, {"shutting_down", 503}, {"persistence_uncertain", 503}, {"model_unavailable", 503},
       // An MCP server failed.
       {"mcp_error", 502}, {"mcp_unavailable", 503}, {"mcp_timeout", 504},
       // Everything else is ours: internal, io_error, storage_error, commit_failed, corrupt_event,

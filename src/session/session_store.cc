@@ -16,6 +16,7 @@ using store::Row;
 using store::Tx;
 using store::OptValue;
 using store::Value;
+using store::Dialect;
 
 constexpr const char* kHeaderColumns =
     "id, created_at, updated_at, cwd, preset, provider, model, reasoning_effort, time_zone, parent_id, "
@@ -64,11 +65,18 @@ struct EventKeys {
   int64_t recent_tail = 0;
 };
 
-// not_found when the session is unknown.
-Result<EventKeys> SessionKeys(Tx& tx, const std::string& id) {
+// not_found when the session is unknown. `kLock` (an append) also locks the
+// session's row until the transaction ends: on PostgreSQL, where hosts
+// write at once, the row is what serializes the writes of one session (its
+// seq, its recent_tail) and only them (docs/STORAGE.md, "Locking").
+enum class RowLock { kNone, kLock };
+Result<EventKeys> SessionKeys(Tx& tx, const std::string& id, RowLock lock = RowLock::kNone) {
   std::optional<EventKeys> keys;
-  DSH_RETURN_IF_ERROR(tx.Query("SELECT num, last_seq, recent_tail FROM sessions WHERE id = ?", {std::string_view(id)},
-                               [&](const Row& row) {
+  DSH_RETURN_IF_ERROR(tx.Query(lock == RowLock::kLock
+                                   ? "SELECT num, last_seq, recent_tail FROM sessions WHERE id = ?"
+                                     " /*postgres: FOR NO KEY UPDATE*/"
+                                   : "SELECT num, last_seq, recent_tail FROM sessions WHERE id = ?",
+                               {std::string_view(id)}, [&](const Row& row) {
                                  keys = EventKeys{row.Int(0), row.Int(1), row.Int(2)};
                                  return Status::Ok();
                                }));
@@ -204,13 +212,11 @@ PreparedAppend PrepareAppend(std::vector<EventDraft> drafts) {
 // so after a write only a storage failure may end this with an error.
 Result<std::vector<Event>> AppendTx(Tx& tx, const std::string& id, PreparedAppend& append, int64_t now) {
   DSH_RETURN_IF_ERROR(append.status);
-  DSH_ASSIGN_OR_RETURN(EventKeys keys, SessionKeys(tx, id));
-  std::vector<Event> out;
-  out.reserve(append.drafts.size());
+  DSH_ASSIGN_OR_RETURN(EventKeys keys, SessionKeys(tx, id, RowLock::kLock));
   int64_t seq = keys.last_seq;
   int64_t tail = keys.recent_tail;
   for (size_t i = 0; i < append.drafts.size(); ++i) {
-    EventDraft& d = append.drafts[i];  // consumed: the drafts move into the result
+    const EventDraft& d = append.drafts[i];
     ++seq;
     // Each row links to the session's previous one (see ReadRecentTx).
     DSH_ASSIGN_OR_RETURN(tail, tx.Insert("INSERT INTO events_recent (session_num, seq, type, at, data, prev) "
@@ -218,7 +224,6 @@ Result<std::vector<Event>> AppendTx(Tx& tx, const std::string& id, PreparedAppen
                                          {keys.num, seq, std::string_view(d.type), now,
                                           std::string_view(append.data[i]), tail}));
     DSH_RETURN_IF_ERROR(UpdateHeaderOf(tx, id, d));
-    out.push_back(Event{seq, std::move(d.type), now, std::move(d.data)});
   }
   // By the integer key (not UPDATE ... RETURNING: SQLite takes a much slower
   // path for RETURNING when an indexed column, updated_at, changes).
@@ -226,6 +231,12 @@ Result<std::vector<Event>> AppendTx(Tx& tx, const std::string& id, PreparedAppen
                               "updated_at = CASE WHEN updated_at > ? THEN updated_at ELSE ? END WHERE num = ?",
                               {seq, tail, now, now, keys.num})
                           .status());
+  // Only now are the drafts consumed: a job that was contended runs again
+  // (store::Database), with its drafts whole.
+  std::vector<Event> out;
+  out.reserve(append.drafts.size());
+  seq = keys.last_seq;
+  for (EventDraft& d : append.drafts) out.push_back(Event{++seq, std::move(d.type), now, std::move(d.data)});
   return out;
 }
 
@@ -271,8 +282,30 @@ Status ReadRecentTx(Tx& tx, const std::string& id, const EventKeys& keys, int64_
                    return Status::Ok();
                  }));
     if (!found) {
-      return Status(codes::kCorruptEvent,
-                    "session " + id + " seq " + std::to_string(expect) + ": the event is missing from the log");
+      // A compaction that committed after this transaction's earlier reads
+      // moved it, and every older one of the session, to `events` (a write
+      // transaction on PostgreSQL sees what is committed when each statement
+      // starts): read those from there.
+      std::vector<Event> moved;
+      DSH_RETURN_IF_ERROR(tx.Query(
+          "SELECT seq, type, at, data FROM events WHERE session_num = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?",
+          {keys.num, after_seq, expect, limit}, [&](const Row& row) -> Status {
+            DSH_ASSIGN_OR_RETURN(Event e, EventFromStored(id, row.Int(0), row.String(1), row.Int(2), row.Text(3)));
+            moved.push_back(std::move(e));
+            return Status::Ok();
+          }));
+      const int64_t want = std::min(limit, expect - after_seq);
+      if (static_cast<int64_t>(moved.size()) != want || moved.back().seq != after_seq + want) {
+        return Status(codes::kCorruptEvent,
+                      "session " + id + " seq " + std::to_string(expect) + ": the event is missing from the log");
+      }
+      for (Event& e : moved) out.push_back(std::move(e));
+      int64_t room = limit - want;
+      for (auto it = oldest.rbegin(); it != oldest.rend() && room > 0; ++it, --room) {
+        DSH_ASSIGN_OR_RETURN(Event e, EventFromStored(id, it->seq, std::move(it->type), it->at, it->data));
+        out.push_back(std::move(e));
+      }
+      return Status::Ok();
     }
   }
   for (auto it = oldest.rbegin(); it != oldest.rend(); ++it) {
@@ -324,7 +357,9 @@ struct TurnMark {
 };
 Result<TurnMark> LastTurnMarkTx(Tx& tx, int64_t session_num, int64_t seq) {
   TurnMark mark;
-  // events_recent holds the session's newest seqs: look there first.
+  // events_recent holds the session's newest seqs: look there first. (In
+  // that order a row a concurrent compaction moves between the two reads is
+  // seen in one of them.)
   for (const char* table : {"events_recent", "events"}) {
     DSH_RETURN_IF_ERROR(tx.Query(std::string("SELECT seq, type FROM ") + table +
                                      " WHERE session_num = ? AND seq <= ? AND type IN (?, ?) ORDER BY seq DESC LIMIT 1",
@@ -341,14 +376,15 @@ Result<TurnMark> LastTurnMarkTx(Tx& tx, int64_t session_num, int64_t seq) {
 // The seq of the first turn/end after `seq`, if any.
 Result<std::optional<int64_t>> NextTurnEndTx(Tx& tx, int64_t session_num, int64_t seq) {
   std::optional<int64_t> end;
-  for (const char* table : {"events", "events_recent"}) {
+  // events_recent first, then the earliest of both: a row a concurrent
+  // compaction moves between the two reads is seen in one of them.
+  for (const char* table : {"events_recent", "events"}) {
     DSH_RETURN_IF_ERROR(tx.Query(std::string("SELECT seq FROM ") + table +
                                      " WHERE session_num = ? AND seq > ? AND type = ? ORDER BY seq LIMIT 1",
                                  {session_num, seq, event_types::kTurnEnd}, [&](const Row& row) {
-                                   end = row.Int(0);
+                                   end = end ? std::min(*end, row.Int(0)) : row.Int(0);
                                    return Status::Ok();
                                  }));
-    if (end) break;
   }
   return end;
 }
@@ -381,13 +417,15 @@ Result<SessionHeader> ForkTx(Tx& tx, const std::string& parent_id, std::optional
   DSH_ASSIGN_OR_RETURN(EventKeys child_keys, SessionKeys(tx, h.id));
   const int64_t parent_num = parent.num, child_num = child_keys.num;
   // The copy lands in `events` directly. From `events_recent` it is a scan of
-  // that table (no index by session), which compaction keeps small.
-  for (const char* table : {"events", "events_recent"}) {
-    std::string sql =
-        std::string("INSERT INTO events (session_num, seq, type, at, data) SELECT ?, seq, type, at, data FROM ") +
-        table + " WHERE session_num = ? AND seq <= ?";
-    DSH_RETURN_IF_ERROR(tx.Exec(sql, {child_num, parent_num, seed_length}).status());
-  }
+  // that table (no index by session), which compaction keeps small. One
+  // statement, so that it reads both tables at one moment even while a
+  // compaction moves rows between them.
+  DSH_RETURN_IF_ERROR(tx.Exec("INSERT INTO events (session_num, seq, type, at, data)"
+                              " SELECT ?, seq, type, at, data FROM events WHERE session_num = ? AND seq <= ?"
+                              " UNION ALL"
+                              " SELECT ?, seq, type, at, data FROM events_recent WHERE session_num = ? AND seq <= ?",
+                              {child_num, parent_num, seed_length, child_num, parent_num, seed_length})
+                          .status());
   // Title snapshot of the inherited prefix.
   std::vector<std::pair<std::string, std::optional<std::string>>> titles;
   DSH_RETURN_IF_ERROR(tx.Query(
@@ -457,6 +495,19 @@ Result<Compacted> CompactTx(Tx& tx, int64_t max_rows, int64_t max_pages) {
                                  return Status::Ok();
                                }));
   if (!hi) return Compacted{0, true};
+  if (tx.dialect() == Dialect::kPostgres) {
+    // One statement: a row committed by another host between a copy and a
+    // delete would be deleted uncopied, and a second compactor's rows are
+    // skipped once the first deleted them (it waits for them, then finds
+    // them gone). Rows below `hi` still being written stay for the next run.
+    DSH_ASSIGN_OR_RETURN(int64_t moved,
+                         tx.Exec("WITH moved AS (DELETE FROM events_recent WHERE id <= ?"
+                                 " RETURNING session_num, seq, type, at, data)"
+                                 " INSERT INTO events (session_num, seq, type, at, data)"
+                                 " SELECT session_num, seq, type, at, data FROM moved",
+                                 {*hi}));
+    return Compacted{moved, !full && scanned < max_rows};
+  }
   DSH_RETURN_IF_ERROR(tx.Exec("INSERT INTO events (session_num, seq, type, at, data) "
                               "SELECT session_num, seq, type, at, data FROM events_recent WHERE id <= ? ORDER BY id",
                               {*hi})

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <filesystem>
 #include <future>
@@ -63,13 +64,15 @@ class SessionStoreTest : public ::testing::TestWithParam<std::string> {
 
 INSTANTIATE_TEST_SUITE_P(Backends, SessionStoreTest, store::testing::BackendNames(), store::testing::BackendTestName);
 
-// PostgreSQL: another host's store (its own database handle) announces this
-// host's appends on its hub, and never its own.
-class SessionNoticeTest : public SessionStoreTest {};
-INSTANTIATE_TEST_SUITE_P(Postgres, SessionNoticeTest, ::testing::Values(std::string("postgres")),
+// PostgreSQL, where several hosts (each its own database handle) write at
+// once.
+class MultiHostSessionTest : public SessionStoreTest {};
+INSTANTIATE_TEST_SUITE_P(Postgres, MultiHostSessionTest, ::testing::Values(std::string("postgres")),
                          store::testing::BackendTestName);
 
-TEST_P(SessionNoticeTest, AnotherHostsStoreAnnouncesAppendsOnItsHub) {
+// Another host's store announces this host's appends on its hub, and never
+// its own.
+TEST_P(MultiHostSessionTest, AnotherHostsStoreAnnouncesAppendsOnItsHub) {
   auto other_db = store::Database::Open(backend_.Factory(), SessionStore::Migrations());
   ASSERT_TRUE(other_db.ok()) << other_db.status().ToString();
   EventHub here_hub, other_hub;
@@ -95,6 +98,100 @@ TEST_P(SessionNoticeTest, AnotherHostsStoreAnnouncesAppendsOnItsHub) {
   // In commit order: had "here" heard its own append, it would be first.
   EXPECT_EQ(heard_there, std::vector<std::string>{"session " + id});
   EXPECT_EQ(heard_here, std::vector<std::string>{"session " + id});
+}
+
+// PostgreSQL: a host frozen in the middle of a write to one session (here a
+// transaction that locked its row and says nothing more) holds that session
+// only: appends to other sessions go on at once, and the append to the held
+// one waits (run again by the store) until the row is free, then lands
+// with the next seq.
+TEST_P(MultiHostSessionTest, AWriterHoldingOneSessionHoldsUpNoOtherSession) {
+  const std::string held = NewOne().id, other = NewOne().id;
+  ASSERT_TRUE(store_->Append(held, {{"x/y", {}}}).ok());
+  auto frozen = backend_.Factory()->Open();
+  ASSERT_TRUE(frozen.ok()) << frozen.status().ToString();
+  ASSERT_TRUE((*frozen)->BeginWrite().ok());
+  ASSERT_TRUE((*frozen)->Exec("SELECT num FROM sessions WHERE id = ? FOR UPDATE", {std::string_view(held)}).ok());
+
+  std::promise<Result<std::vector<Event>>> waiting;
+  auto waited = waiting.get_future();
+  store_->AppendAsync(held, {{"x/y", Json{{"n", 2}}}},
+                      [&](Result<std::vector<Event>> r) { waiting.set_value(std::move(r)); });
+  for (int i = 0; i < 5; ++i) {
+    auto started = std::chrono::steady_clock::now();
+    auto r = store_->Append(other, {{"x/y", Json{{"i", i}}}});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->front().seq, i + 1);
+    // At most one lock wait (200 ms) of the held session's append shares a
+    // transaction with it; never the whole time the row is held.
+    EXPECT_LT(std::chrono::steady_clock::now() - started, 1500ms);
+  }
+  EXPECT_EQ(waited.wait_for(100ms), std::future_status::timeout);  // still held
+  ASSERT_TRUE((*frozen)->Commit().ok());
+  ASSERT_EQ(waited.wait_for(20s), std::future_status::ready);
+  auto landed = waited.get();
+  ASSERT_TRUE(landed.ok()) << landed.status().ToString();
+  EXPECT_EQ(landed->front().seq, 2);
+  EXPECT_EQ(landed->front().data, (Json{{"n", 2}}));
+  EXPECT_GE(db_->stats().contended, 1u);
+}
+
+// PostgreSQL: three hosts (each its own database handle and store) append
+// to the same sessions at once while one of them compacts: every append
+// succeeds, every session's seqs are 1..N without a gap, and every host
+// reads the same log.
+TEST_P(MultiHostSessionTest, ThreeHostsAppendingToTheSameSessionsAtOnceKeepEverySeq) {
+  constexpr int kHosts = 3, kThreadsPerHost = 2, kAppends = 40, kSessions = 3;
+  std::vector<std::unique_ptr<store::Database>> dbs;
+  std::vector<std::unique_ptr<SessionStore>> stores;
+  for (int h = 0; h < kHosts; ++h) {
+    auto db = store::Database::Open(backend_.Factory(), SessionStore::Migrations());
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    dbs.push_back(std::move(db).value());
+    stores.push_back(std::make_unique<SessionStore>(*dbs.back(), clock_));
+  }
+  std::vector<std::string> ids;
+  for (int i = 0; i < kSessions; ++i) ids.push_back(NewOne().id);
+  std::atomic<int> writing{kHosts * kThreadsPerHost};
+  std::vector<std::thread> threads;
+  for (int h = 0; h < kHosts; ++h) {
+    for (int t = 0; t < kThreadsPerHost; ++t) {
+      threads.emplace_back([&, h, t] {
+        for (int i = 0; i < kAppends; ++i) {
+          // Two events per append, to sessions in an order of this thread's.
+          const std::string& id = ids[(i + h + t) % kSessions];
+          auto r = stores[h]->Append(id, {{"x/y", Json{{"h", h}, {"t", t}, {"i", i}}}, {"x/z", {}}});
+          EXPECT_TRUE(r.ok()) << r.status().ToString();
+        }
+        --writing;
+      });
+    }
+  }
+  threads.emplace_back([&] {
+    while (writing > 0) {
+      auto moved = stores[0]->Compact(16);
+      EXPECT_TRUE(moved.ok()) << moved.status().ToString();
+    }
+  });
+  for (auto& t : threads) t.join();
+  size_t total = 0;
+  for (const std::string& id : ids) {
+    auto here = stores[0]->ReadEvents(id, 0, 100000);
+    ASSERT_TRUE(here.ok()) << here.status().ToString();
+    for (size_t i = 0; i < here->size(); ++i) ASSERT_EQ((*here)[i].seq, static_cast<int64_t>(i + 1)) << id;
+    for (size_t i = 0; i + 1 < here->size(); i += 2) {
+      EXPECT_EQ((*here)[i].type, "x/y");  // an append's events stay together
+      EXPECT_EQ((*here)[i + 1].type, "x/z");
+    }
+    for (int h = 1; h < kHosts; ++h) {
+      auto there = stores[h]->ReadEvents(id, 0, 100000);
+      ASSERT_TRUE(there.ok());
+      ASSERT_EQ(there->size(), here->size());
+      for (size_t i = 0; i < here->size(); ++i) EXPECT_EQ((*there)[i].data, (*here)[i].data);
+    }
+    total += here->size();
+  }
+  EXPECT_EQ(total, static_cast<size_t>(2 * kHosts * kThreadsPerHost * kAppends));
 }
 
 TEST_P(SessionStoreTest, CreatesAHeaderWithEverythingTheCallerChose) {

@@ -10,6 +10,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <map>
+#include <random>
 #include <set>
 
 namespace dsh::store {
@@ -26,6 +27,9 @@ Status RunJob(const Database::Job& job, Tx& tx) {
 void Finish(const Database::Done& done, const Status& st) {
   if (done) done(st);
 }
+
+// The advisory lock migrations on PostgreSQL hold ("dsh\1").
+constexpr int64_t kMigrationLock = 0x64736801;
 
 }  // namespace
 
@@ -294,9 +298,17 @@ void Database::WriterLoop(std::unique_ptr<Connection> conn) {
     batch.clear();
     {
       std::unique_lock lock(mu_);
-      write_cv_.wait(lock, [&] { return closing_ || !write_queue_.empty(); });
-      if (write_queue_.empty()) return;  // closing and drained
+      for (;;) {
+        const auto next = NextDelayed();
+        if (closing_ || !write_queue_.empty() || next <= std::chrono::steady_clock::now()) break;
+        if (next == std::chrono::steady_clock::time_point::max()) {
+          write_cv_.wait(lock);
+        } else {
+          write_cv_.wait_until(lock, next);
+        }
+      }
       TakeQueued(batch);
+      if (batch.empty()) return;  // closing and drained
     }
     gather_until_ = std::chrono::steady_clock::now() + options_.max_gather;
     target_ = last_batch_.load(std::memory_order_relaxed);
@@ -304,7 +316,23 @@ void Database::WriterLoop(std::unique_ptr<Connection> conn) {
   }
 }
 
+std::chrono::steady_clock::time_point Database::NextDelayed() const {
+  auto next = std::chrono::steady_clock::time_point::max();
+  for (const Pending& p : delayed_) next = std::min(next, p.not_before);
+  return next;
+}
+
 void Database::TakeQueued(std::vector<Pending>& batch) {
+  // Contended jobs whose backoff is over first (all of them when closing).
+  const auto now = std::chrono::steady_clock::now();
+  for (auto it = delayed_.begin(); it != delayed_.end() && batch.size() < options_.max_batch;) {
+    if (closing_ || it->not_before <= now) {
+      batch.push_back(std::move(*it));
+      it = delayed_.erase(it);
+    } else {
+      ++it;
+    }
+  }
   while (!write_queue_.empty() && batch.size() < options_.max_batch) {
     batch.push_back(std::move(write_queue_.front()));
     write_queue_.pop_front();
@@ -340,6 +368,40 @@ bool Database::TakeMore(std::vector<Pending>& batch, size_t in_transaction) {
   return batch.size() > before;
 }
 
+void Database::RunLater(Pending p) {
+  using namespace std::chrono;
+  const auto now = steady_clock::now();
+  if (p.contended++ == 0) p.contended_since = now;
+  Status give_up;
+  {
+    std::lock_guard lock(mu_);
+    ++stats_.contended;
+    if (closing_) {
+      give_up = Status(codes::kUnavailable, "the database is closing and this write was still waiting for rows "
+                                            "another writer holds; it was not saved");
+    } else if (now - p.contended_since >= options_.contended_for) {
+      give_up = Status(codes::kUnavailable,
+                       "this write waited " + std::to_string(options_.contended_for.count()) +
+                           " ms for rows another writer holds (a host frozen or cut off mid-transaction holds them "
+                           "until the server ends its transaction); it was not saved");
+    }
+    if (give_up.ok()) {
+      // 25 ms doubling up to 1 s, with jitter so that two hosts that
+      // collided do not collide again.
+      thread_local std::minstd_rand rng{std::random_device{}()};
+      const auto base = milliseconds(std::min<int64_t>(1000, int64_t{25} << std::min(p.contended - 1, 6)));
+      const auto jitter = milliseconds(std::uniform_int_distribution<int64_t>(0, base.count() / 2)(rng));
+      p.not_before = now + base / 2 + jitter;
+      delayed_.push_back(std::move(p));
+      write_cv_.notify_one();
+      return;
+    }
+    ++stats_.contended_failed;
+  }
+  spdlog::warn("a write gave up after waiting for rows another writer holds: {}", give_up.message());
+  Finish(p.done, give_up);
+}
+
 size_t Database::CommitBatch(Connection& conn, std::vector<Pending>& batch, size_t first) {
   auto fail = [&](size_t from, size_t to, const Status& st) {
     for (size_t i = from; i < to; ++i) Finish(batch[i].done, st);
@@ -352,6 +414,9 @@ size_t Database::CommitBatch(Connection& conn, std::vector<Pending>& batch, size
     return batch.size();
   }
   std::vector<Status> results;
+  // PostgreSQL: every job in a savepoint, so that one that waited too long
+  // for a row (`contended`) rolls back alone and runs again later.
+  const bool savepoint_each = conn.dialect() == Dialect::kPostgres;
   size_t end = first;  // batch[first, end) ran in this transaction
   for (;; ++end) {
     if (end == batch.size() && (options_.max_gather.count() <= 0 || !TakeMore(batch, end - first))) break;
@@ -361,7 +426,7 @@ size_t Database::CommitBatch(Connection& conn, std::vector<Pending>& batch, size
     // writing leaves the transaction usable on both backends (its checks
     // are not failed statements); a failed statement, which aborts a
     // PostgreSQL transaction, counts as a failure after a change.
-    if (end == first || job.isolation == JobIsolation::kFailsBeforeWriting) {
+    if (!savepoint_each && (end == first || job.isolation == JobIsolation::kFailsBeforeWriting)) {
       int64_t changes = conn.TotalChanges();
       results.push_back(RunJob(job.job, conn));
       const Status& st = results.back();
@@ -412,7 +477,13 @@ size_t Database::CommitBatch(Connection& conn, std::vector<Pending>& batch, size
     spdlog::error("commit of {} write job(s) failed: {}", end - first, commit.ToString());
     fail(first, end, Status(codes::kCommitFailed, "commit failed; nothing of this write was saved: " + commit.message()));
   } else {
-    for (size_t i = first; i < end; ++i) Finish(batch[i].done, results[i - first]);
+    for (size_t i = first; i < end; ++i) {
+      if (results[i - first].code() == codes::kContended) {
+        RunLater(std::move(batch[i]));  // rolled back to its savepoint: nothing of it was committed
+      } else {
+        Finish(batch[i].done, results[i - first]);
+      }
+    }
   }
   const uint64_t callbacks = us(Clock::now() - committed);
   std::lock_guard lock(mu_);
@@ -469,6 +540,13 @@ Status ApplyMigrations(Connection& conn, const std::vector<Migration>& migration
     (void)conn.Rollback();
     return st;
   };
+  if (conn.dialect() == Dialect::kPostgres) {
+    // Hosts starting at once migrate one after the other: the later one
+    // waits (as long as it takes) and then finds the schema current.
+    auto r = conn.Exec("SELECT set_config('lock_timeout', '0', true)");
+    if (r.ok()) r = conn.Exec("SELECT pg_advisory_xact_lock(?)", {kMigrationLock});
+    if (!r.ok()) return fail(r.status().WithContext("cannot lock the schema for migrations"));
+  }
   auto created = conn.Exec(
       "CREATE TABLE IF NOT EXISTS dsh_schema (module TEXT PRIMARY KEY, version BIGINT NOT NULL)");
   if (!created.ok()) return fail(created.status());

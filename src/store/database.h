@@ -47,6 +47,10 @@ struct DatabaseOptions {
   // dsh_store_commit_seconds. Borrowed, must outlive the Database; none
   // when null.
   metrics::Registry* metrics = nullptr;
+  // How long a contended write job (see Database) is run again before it
+  // fails: longer than a frozen host holds rows (PgOptions'
+  // idle-in-transaction limit, 15 s).
+  std::chrono::milliseconds contended_for{std::chrono::seconds(30)};
 };
 
 class Database;
@@ -84,6 +88,17 @@ class Subscription {
 // job of the batch with `commit_failed` and nothing of the batch is visible. A job's
 // completion callback runs only after COMMIT returned (on the writer thread:
 // callbacks must be quick and must not block; post to your own strand).
+//
+// Contention (PostgreSQL, where hosts write at once): a job whose statement
+// waited too long for a row another transaction holds, or lost a deadlock,
+// fails with `contended`. It rolls back to its savepoint and runs again in a
+// later transaction, after a backoff (25 ms doubling up to 1 s, jittered),
+// while the rest of its batch commits; after DatabaseOptions::contended_for
+// it fails with `unavailable`. So a job may run more than once: it must not depend on
+// state an earlier, rolled-back run of it changed (fill results by
+// assignment; move out of captured state only after the last statement).
+// Jobs submitted one after the other are committed in that order unless
+// one of them is contended.
 //
 // Thread-safe. Destruction (or Close) drains queued jobs first.
 //
@@ -164,6 +179,10 @@ class Database {
     uint64_t commits = 0;
     uint64_t jobs = 0;
     uint64_t failed_commits = 0;
+    // Runs of jobs that were contended and rolled back to run again, and
+    // jobs that gave up after DatabaseOptions::contended_for.
+    uint64_t contended = 0;
+    uint64_t contended_failed = 0;
     // Where the writer's time went, summed over the write transactions that
     // reached their COMMIT (failed ones included), in microseconds: from
     // BEGIN until COMMIT was issued (running the jobs, and waiting for more,
@@ -186,6 +205,11 @@ class Database {
     Job job;
     Done done;
     JobIsolation isolation = JobIsolation::kSavepoint;
+    // A contended job's: how often it was, since when, and when it may run
+    // again.
+    int contended = 0;
+    std::chrono::steady_clock::time_point contended_since{};
+    std::chrono::steady_clock::time_point not_before{};
   };
 
   template <typename T>
@@ -207,6 +231,12 @@ class Database {
   void Enqueue(std::deque<Pending>& queue, std::condition_variable& cv, const char* what, Pending p);
   void WriterLoop(std::unique_ptr<Connection> conn);
   void TakeQueued(std::vector<Pending>& batch);  // mu_ held
+  // Puts a contended job back to run after its backoff, or fails it once
+  // it has been contended for options_.contended_for (or the database
+  // closes).
+  void RunLater(Pending p);
+  // The earliest time a delayed job may run (max() when none). mu_ held.
+  std::chrono::steady_clock::time_point NextDelayed() const;
   bool TakeMore(std::vector<Pending>& batch, size_t in_transaction);
   void ReaderLoop(std::unique_ptr<Connection> conn);
   // Runs batch[first], batch[first + 1], ... in one transaction, taking more
@@ -226,6 +256,7 @@ class Database {
   std::condition_variable read_cv_;
   std::deque<Pending> write_queue_;  // GUARDED_BY(mu_)
   std::deque<Pending> read_queue_;   // GUARDED_BY(mu_)
+  std::vector<Pending> delayed_;     // GUARDED_BY(mu_): contended jobs waiting for not_before
   bool closing_ = false;             // GUARDED_BY(mu_)
   Stats stats_;                      // GUARDED_BY(mu_)
   std::atomic<size_t> queued_writes_{0};  // write_queue_.size(), readable without mu_

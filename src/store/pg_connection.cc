@@ -21,9 +21,6 @@
 namespace dsh::store {
 namespace {
 
-// The key of the advisory lock every write transaction holds ("dsh\1").
-constexpr int64_t kWriteLock = 0x64736801;
-
 // Parameter types, so that `? IS NULL` or `SELECT ?` need no cast.
 constexpr Oid kInt8 = 20;
 constexpr Oid kFloat8 = 701;
@@ -80,8 +77,12 @@ std::string Trimmed(const char* m) {
 
 class PgConnection final : public Connection {
  public:
-  PgConnection(PGconn* conn, std::string describe, std::string origin, std::chrono::milliseconds idle_in_transaction)
-      : conn_(conn), describe_(std::move(describe)), origin_(std::move(origin)) , idle_in_transaction_(idle_in_transaction) {}
+  PgConnection(PGconn* conn, std::string describe, std::string origin, const PgOptions& options)
+      : conn_(conn),
+        describe_(std::move(describe)),
+        origin_(std::move(origin)),
+        idle_in_transaction_(options.idle_in_transaction_timeout),
+        lock_timeout_(options.lock_timeout) {}
   ~PgConnection() override { PQfinish(conn_); }
   Dialect dialect() const override { return Dialect::kPostgres; }
 
@@ -124,7 +125,10 @@ class PgConnection final : public Connection {
   Status BeginWrite() override {
     ForgetPending();
     DSH_RETURN_IF_ERROR(Reconnect());
-    return Simple("BEGIN; SELECT pg_advisory_xact_lock(" + std::to_string(kWriteLock) + ")");
+    // Sent with the next command (the first job's SAVEPOINT): one round
+    // trip per transaction fewer.
+    release_ = "BEGIN; ";
+    return Status::Ok();
   }
   Status BeginRead() override {
     ForgetPending();
@@ -186,13 +190,14 @@ class PgConnection final : public Connection {
     return s == PQTRANS_INTRANS || s == PQTRANS_ACTIVE;
   }
 
-  // Times as UTC, text as UTF-8, no notices in the logs, and the idle-in-
-  // transaction limit (PgOptions).
+  // Times as UTC, text as UTF-8, no notices in the logs, the idle-in-
+  // transaction limit and the lock wait limit (PgOptions).
   Status Configure() {
     std::string sql = "SET TIME ZONE 'UTC'; SET client_encoding = 'UTF8'; SET client_min_messages = warning";
     if (idle_in_transaction_.count() > 0) {
       sql += "; SET idle_in_transaction_session_timeout = " + std::to_string(idle_in_transaction_.count());
     }
+    sql += "; SET lock_timeout = " + std::to_string(std::max<int64_t>(lock_timeout_.count(), 0));
     return Simple(sql);
   }
 
@@ -343,6 +348,9 @@ class PgConnection final : public Connection {
     const char* state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
     std::string_view code = state ? state : "";
     if (code.starts_with("23")) return Status(codes::kConflict, std::move(msg));
+    // lock_not_available (lock_timeout), deadlock_detected,
+    // serialization_failure: another transaction holds what this one needs.
+    if (code == "55P03" || code == "40P01" || code == "40001") return Status(codes::kContended, std::move(msg));
     // Connection exceptions, insufficient resources, operator intervention.
     if (code.starts_with("08") || code.starts_with("53") || code.starts_with("57")) {
       return Status(codes::kUnavailable, std::move(msg));
@@ -354,8 +362,9 @@ class PgConnection final : public Connection {
   const std::string describe_;
   const std::string origin_;
   const std::chrono::milliseconds idle_in_transaction_;  // PgOptions; zero: the server's
+  const std::chrono::milliseconds lock_timeout_;         // PgOptions; zero: no limit
   // Write transaction state kept client-side until a command carries it.
-  std::string release_;  // "RELEASE SAVEPOINT x; " not yet sent
+  std::string release_;  // "BEGIN; " or "RELEASE SAVEPOINT x; " not yet sent
   std::vector<std::pair<std::string, std::string>> notices_;  // (channel, payload) for COMMIT
   std::vector<size_t> marks_;  // notices_.size() at each open savepoint
   std::unordered_map<std::string, std::string> prepared_;  // key -> statement name
@@ -531,7 +540,7 @@ Result<PGconn*> PgConnectionFactory::Connect() const {
 
 Result<std::unique_ptr<Connection>> PgConnectionFactory::Open() {
   DSH_ASSIGN_OR_RETURN(PGconn * conn, Connect());
-  auto c = std::make_unique<PgConnection>(conn, Describe(), origin_, options_.idle_in_transaction_timeout);
+  auto c = std::make_unique<PgConnection>(conn, Describe(), origin_, options_);
   if (Status st = c->Configure(); !st.ok()) {
     return st.WithContext("cannot configure " + Describe());
   }

@@ -22,6 +22,13 @@ struct PgOptions {
   // dead connection. Our transactions never wait between statements for
   // anything but the host's own CPU. Zero: the server's setting.
   std::chrono::milliseconds idle_in_transaction_timeout{std::chrono::seconds(15)};
+  // The longest a statement of ours waits for a row another transaction
+  // holds (`lock_timeout`); then it fails with `contended` and
+  // store::Database runs its job again later. Short, because a host's one
+  // writer waits with it: rows held by a healthy host are released within
+  // milliseconds, rows held by a frozen one only after the idle limit above.
+  // Zero: wait as long as it takes.
+  std::chrono::milliseconds lock_timeout{std::chrono::milliseconds(200)};
 };
 
 // TCP keepalives and a send timeout on every connection, unless the URL sets
@@ -43,14 +50,20 @@ inline constexpr const char* kPgKeepaliveDefaults[][2] = {{"keepalives", "1"},
 // comments become X. Statements are prepared per connection and cached by
 // their text and parameter types.
 //
-// Writes of every host on the database are serialized: BeginWrite takes a
-// transaction-scoped advisory lock, so a write transaction sees what every
-// earlier one committed and races none — the guarantee SQLite's BEGIN
-// IMMEDIATE gives, across machines (per-session seq, inbox keys, loop
-// claims, leases and migrations rely on it). Reads are REPEATABLE READ
-// snapshots and never wait for writers.
+// Write transactions are READ COMMITTED and take no lock of their own: the
+// writes of several hosts run at once, and only writes to the same rows wait
+// for each other (docs/STORAGE.md, "Locking"). What must not race takes the
+// row that guards it: an append or an inbox message locks its session's row
+// (`FOR NO KEY UPDATE`), loop claims skip the loops another host holds
+// (`SKIP LOCKED`) and compare-and-set the loop's version, leases are
+// compare-and-set on their row, migrations take a transaction-scoped
+// advisory lock (ApplyMigrations). A statement waits for a row at most
+// PgOptions::lock_timeout, then fails with `contended`. Reads are
+// REPEATABLE READ snapshots and never wait for writers.
 //
-// Errors: integrity violations (SQLSTATE class 23) are `conflict`; a lost or
+// Errors: integrity violations (SQLSTATE class 23) are `conflict`; a lock
+// not had in time, a deadlock or a serialization failure is `contended`
+// (the transaction is aborted; Database runs the job again); a lost or
 // refused connection is `unavailable` (reconnected at the next transaction);
 // a COMMIT whose answer was lost is `persistence_uncertain`; anything else
 // is `storage_error`. A statement that fails inside a transaction aborts it

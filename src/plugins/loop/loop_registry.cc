@@ -211,6 +211,16 @@ Result<std::vector<LoopRecord>> SelectLoops(Tx& tx, const std::string& where, st
   return out;
 }
 
+// The loop, its row locked until the transaction ends (PostgreSQL; a
+// writer on SQLite holds the whole database): what is read here is still
+// so when UpdateState writes it back.
+Result<std::optional<LoopRecord>> GetLocked(Tx& tx, const std::string& loop_id) {
+  std::array<Value, 1> params = {std::string_view(loop_id)};
+  DSH_ASSIGN_OR_RETURN(auto loops, SelectLoops(tx, "WHERE l.loop_id = ? /*postgres: FOR NO KEY UPDATE OF l*/", params));
+  if (loops.empty()) return std::optional<LoopRecord>();
+  return std::optional<LoopRecord>(std::move(loops.front()));
+}
+
 // Writes the scheduling state and result fields of `l`, if its version is
 // still `l.version`; bumps it. False when another writer got there first.
 Result<bool> UpdateState(Tx& tx, const LoopRecord& l) {
@@ -327,8 +337,11 @@ Result<std::vector<Claim>> ClaimDue(Tx& tx, const ClaimOptions& o,
   constexpr const char* kOpenRuns =
       "SELECT num, loop_id, nominal_at, attempts, skipped, skipped_capped, target_session_id, claim_expires"
       " FROM loop_runs WHERE result IS NULL AND ";
+  // On PostgreSQL, where hosts claim at once, each skips the rows another
+  // is taking (and then compares and sets what it read).
+  constexpr const char* kSkipLocked = " /*postgres: FOR NO KEY UPDATE SKIP LOCKED*/";
   // Expired claims, whoever held them.
-  DSH_RETURN_IF_ERROR(tx.Query(std::string(kOpenRuns) + "claim_expires <= ? ORDER BY claim_expires LIMIT ?",
+  DSH_RETURN_IF_ERROR(tx.Query(std::string(kOpenRuns) + "claim_expires <= ? ORDER BY claim_expires LIMIT ?" + kSkipLocked,
                                {o.now, int64_t{o.limit}}, collect));
   // Unexpired claims of holders that are dead processes of this machine
   // (a host killed and restarted): no need to wait for their expiry.
@@ -342,8 +355,9 @@ Result<std::vector<Claim>> ClaimDue(Tx& tx, const ClaimOptions& o,
     int64_t room = o.limit - static_cast<int64_t>(stale.size());
     if (room <= 0) break;
     if (holder == o.holder || !agent::agent_store::LeaseHolderIsDead(holder)) continue;
-    DSH_RETURN_IF_ERROR(tx.Query(std::string(kOpenRuns) + "claimed_by = ? AND claim_expires > ? ORDER BY nominal_at LIMIT ?",
-                                 {std::string_view(holder), o.now, room}, collect));
+    DSH_RETURN_IF_ERROR(tx.Query(
+        std::string(kOpenRuns) + "claimed_by = ? AND claim_expires > ? ORDER BY nominal_at LIMIT ?" + kSkipLocked,
+        {std::string_view(holder), o.now, room}, collect));
   }
   for (const auto& s : stale) {
     DSH_ASSIGN_OR_RETURN(int64_t taken,
@@ -365,7 +379,10 @@ Result<std::vector<Claim>> ClaimDue(Tx& tx, const ClaimOptions& o,
   int64_t room = o.limit - static_cast<int64_t>(claims.size());
   if (room <= 0) return claims;
   std::array<Value, 2> params = {horizon, room};
-  DSH_ASSIGN_OR_RETURN(auto due, SelectLoops(tx, "WHERE l.next_at <= ? ORDER BY l.next_at LIMIT ?", params));
+  DSH_ASSIGN_OR_RETURN(auto due, SelectLoops(tx,
+                                              "WHERE l.next_at <= ? ORDER BY l.next_at LIMIT ?"
+                                              " /*postgres: FOR NO KEY UPDATE OF l SKIP LOCKED*/",
+                                              params));
   for (LoopRecord& l : due) {
     Claim c;
     bool fresh = l.due_at && *l.due_at <= horizon;
@@ -461,7 +478,7 @@ Status Record(Tx& tx, const Claim& c, const Outcome& out, int64_t now) {
                                                         out.error.value_or("the occurrence could not be delivered"),
                                                         now));
   }
-  DSH_ASSIGN_OR_RETURN(auto loop, Get(tx, c.loop.loop_id));
+  DSH_ASSIGN_OR_RETURN(auto loop, GetLocked(tx, c.loop.loop_id));
   if (!loop) return Status::Ok();  // deleted meanwhile: the run row is the record
   LoopRecord l = *loop;
   l.last_run_at = now;

@@ -666,14 +666,19 @@ void Agent::Append(std::vector<EventDraft> drafts, std::vector<std::string> cons
     int64_t now = ToUnixMillis(manager_.clock_.Now());
     also = [consume = std::move(consume), now, starts, end = std::move(end), activity_rows](
                store::Tx& tx, const Events& stored) -> Status {
+      // Assigned once at the end: a contended job runs again (store::Database).
+      int64_t rows = 0;
       if (starts) {
-        DSH_ASSIGN_OR_RETURN(*activity_rows, activity::TurnStarted(tx, stored));
+        DSH_ASSIGN_OR_RETURN(rows, activity::TurnStarted(tx, stored));
       }
-      if (consume.empty()) return Status::Ok();
-      DSH_RETURN_IF_ERROR(agent_store::Consume(tx, consume, now));
-      if (!end) return Status::Ok();
-      DSH_ASSIGN_OR_RETURN(int64_t ended, activity::TurnEnded(tx, consume, *end));
-      *activity_rows += ended;
+      if (!consume.empty()) {
+        DSH_RETURN_IF_ERROR(agent_store::Consume(tx, consume, now));
+        if (end) {
+          DSH_ASSIGN_OR_RETURN(int64_t ended, activity::TurnEnded(tx, consume, *end));
+          rows += ended;
+        }
+      }
+      *activity_rows = rows;
       return Status::Ok();
     };
   }

@@ -1,7 +1,9 @@
 // Issue 20's acceptance test: several machines, simulated as three `dsh web`
 // processes with separate homes (no shared file) on one PostgreSQL database,
 // with one host SIGKILLed and restarted at random every 1.5–4 s (the
-// victim weighted by how many sessions it holds live).
+// victim weighted by how many sessions it holds live) — or, every third
+// time, frozen with SIGSTOP for 1–4 s and continued with SIGCONT, holding
+// whatever rows it was writing (issue 32's chaos variant).
 //
 // Load: 10 target sessions and 100 `every` loops (1–3 s) on them, plus two
 // `every` loops with target `new`, all made through random hosts; 50 keyed
@@ -9,7 +11,7 @@
 // the echo model's answer served on loopback after 150 ms
 // (SlowEchoChatServer), so that kills land in the middle of turns. The kill
 // phase lasts until at least 1,000 occurrences of the 100 loops were
-// delivered and 8 kills happened.
+// delivered, 6 kills and 3 freezes happened.
 // Then the loops are deleted, everything settles, the hosts stop with
 // SIGTERM, and the database itself is read and checked:
 //
@@ -75,7 +77,8 @@ constexpr int kLoops = 100;    // `every` loops on the target sessions
 constexpr int kNewLoops = 2;   // `every` loops with target `new`
 constexpr int kMessages = 50;  // sent through random hosts during the kills
 constexpr int64_t kMinDelivered = 1000;
-constexpr int kMinKills = 8;
+constexpr int kMinKills = 6;
+constexpr int kMinFreezes = 3;
 // How long each model call takes: most of a turn's time, so a host killed at
 // random is usually killed in the middle of turns.
 constexpr auto kModelDelay = 150ms;
@@ -260,6 +263,11 @@ class Fleet {
     return run->process->Wait(30s) == 128 + SIGKILL;
   }
 
+  // SIGSTOP / SIGCONT of `slot`'s run: frozen as a stalled machine or a
+  // partition would leave it, with its connections open.
+  void Freeze(int slot) { Signal(slot, SIGSTOP); }
+  void Thaw(int slot) { Signal(slot, SIGCONT); }
+
   // SIGTERM; the exit status (0 when it stopped cleanly).
   int Stop(int slot) {
     HostRun* run = nullptr;
@@ -271,6 +279,12 @@ class Fleet {
     if (run == nullptr) return -1;
     run->process->Signal(SIGTERM);
     return run->process->Wait(60s);
+  }
+
+  // The URL of `slot`'s up run ("" when down).
+  std::string Url(int slot) const {
+    std::lock_guard lock(mu_);
+    return up_[slot] != nullptr ? up_[slot]->url : "";
   }
 
   // A random up host; nullopt when none is up.
@@ -328,6 +342,11 @@ class Fleet {
   }
 
  private:
+  void Signal(int slot, int signo) {
+    std::lock_guard lock(mu_);
+    if (up_[slot] != nullptr) up_[slot]->process->Signal(signo);
+  }
+
   const dsh::testing::TempDir& dir_;
   const std::string database_url_;
   const std::string model_url_;
@@ -513,13 +532,52 @@ void CheckHostLogs(const Fleet& fleet, int* continued_turns) {
   }
 }
 
+// After a failure: the hosts' logs copied to a directory named by the seed
+// (the temp dir goes with the test), and where, with the database kept.
+void KeepEvidence(const dsh::testing::TempDir& dir, unsigned seed, const std::string& db) {
+  if (!::testing::Test::HasFailure()) return;
+  std::string kept = (std::filesystem::temp_directory_path() / ("dsh-multihost-" + std::to_string(seed))).string();
+  std::error_code ec;
+  std::filesystem::remove_all(kept, ec);
+  std::filesystem::create_directories(kept, ec);
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path(), ec)) {
+    if (entry.path().extension() == ".log") std::filesystem::copy(entry.path(), kept, ec);
+  }
+  std::printf("  seed %u failed: host logs kept in %s; database %s kept\n", seed, kept.c_str(), db.c_str());
+}
+
+// Every session's log as the hosts left it in the database, by session id.
+std::map<std::string, std::vector<Event>> ReadLogs(const std::string& db) {
+  std::map<std::string, std::vector<Event>> logs;
+  for (const Row& row : QueryOrFail(db, "SELECT id FROM sessions")) logs.try_emplace(Str(row[0]));
+  for (const Row& row : QueryOrFail(db,
+                                    "SELECT s.id, e.seq, e.type, e.data FROM"
+                                    " (SELECT session_num, seq, type, data FROM events"
+                                    "  UNION ALL SELECT session_num, seq, type, data FROM events_recent) e"
+                                    " JOIN sessions s ON s.num = e.session_num ORDER BY s.id, e.seq")) {
+    Json data = Json::parse(Str(row[3]), nullptr, false);
+    EXPECT_TRUE(data.is_object()) << Str(row[0]) << " seq " << Str(row[1]);
+    logs[Str(row[0])].push_back({Int(row[1]), Str(row[2]), std::move(data)});
+  }
+  return logs;
+}
+
+// CheckSessionTurns on every log, and no message taken by two turns.
+void CheckEveryLog(const std::string& db, const std::map<std::string, std::vector<Event>>& logs) {
+  std::map<std::string, int64_t> last_seqs;
+  for (const Row& row : QueryOrFail(db, "SELECT id, last_seq FROM sessions")) last_seqs[Str(row[0])] = Int(row[1]);
+  std::map<std::string, int> message_ids;  // message id -> message/user events carrying it
+  for (const auto& [id, events] : logs) CheckSessionTurns(id, events, last_seqs[id], &message_ids);
+  for (const auto& [id, n] : message_ids) EXPECT_EQ(n, 1) << "message " << id << " was taken by " << n << " turns";
+}
+
 unsigned SeedFromEnvironment() {
   if (const char* s = std::getenv("DSH_TEST_SEED"); s != nullptr && *s != '\0')
     return static_cast<unsigned>(std::stoul(s));
   return std::random_device{}();
 }
 
-TEST(MultiHostE2E, ThreeHostsOnOnePostgresDeliverEveryOccurrenceOnceThroughRandomKills) {
+TEST(MultiHostE2E, ThreeHostsOnOnePostgresDeliverEveryOccurrenceOnceThroughRandomKillsAndFreezes) {
   const auto test_start = std::chrono::steady_clock::now();
   const unsigned seed = SeedFromEnvironment();
   std::printf("MultiHostE2E seed %u (DSH_TEST_SEED=%u replays its times and choices)\n", seed, seed);
@@ -578,6 +636,7 @@ TEST(MultiHostE2E, ThreeHostsOnOnePostgresDeliverEveryOccurrenceOnceThroughRando
   std::array<int, kHosts> live_targets{};  // GUARDED_BY(mu): target sessions live per host, as last sampled
   std::atomic<bool> give_up{false};        // the test ends early: the sender stops too
   std::atomic<int> kills{0};
+  std::atomic<int> freezes{0};
   std::atomic<bool> restart_failed{false};
   std::atomic<int> messages_done{0};
   std::vector<MessageSent> sent(kMessages);
@@ -586,8 +645,8 @@ TEST(MultiHostE2E, ThreeHostsOnOnePostgresDeliverEveryOccurrenceOnceThroughRando
   const auto phase_start = std::chrono::steady_clock::now();
 
   std::thread killer([&, krng = std::mt19937(seed + 1)]() mutable {
-    std::uniform_int_distribution<int> gap_ms(1500, 4000), restart_ms(0, 800);
-    for (;;) {
+    std::uniform_int_distribution<int> gap_ms(1500, 4000), restart_ms(0, 800), frozen_ms(1000, 4000);
+    for (int event = 1;; ++event) {
       {
         std::unique_lock lock(mu);
         if (cv.wait_for(lock, std::chrono::milliseconds(gap_ms(krng)), [&] { return stop_kills; })) return;
@@ -602,6 +661,22 @@ TEST(MultiHostE2E, ThreeHostsOnOnePostgresDeliverEveryOccurrenceOnceThroughRando
           weights[static_cast<size_t>(h)] = 1 + live_targets[static_cast<size_t>(h)];
       }
       int slot = std::discrete_distribution<int>(weights.begin(), weights.end())(krng);
+      if (event % 3 == 0) {
+        // Frozen mid-whatever: it keeps its connections, its rows and its
+        // leases (which outlast the freeze), and goes on where it stopped.
+        int stopped_ms = frozen_ms(krng);
+        std::printf("  +%.1f s: SIGSTOP host %d (%.0f target sessions live there) for %d ms\n",
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - phase_start).count(), slot,
+                    weights[static_cast<size_t>(slot)] - 1, stopped_ms);
+        fleet.Freeze(slot);
+        {
+          std::unique_lock lock(mu);
+          cv.wait_for(lock, std::chrono::milliseconds(stopped_ms), [&] { return stop_kills; });
+        }
+        fleet.Thaw(slot);
+        ++freezes;
+        continue;
+      }
       int down_ms = restart_ms(krng);
       std::printf("  +%.1f s: SIGKILL host %d (%.0f target sessions live there), restarted after %d ms\n",
                   std::chrono::duration<double>(std::chrono::steady_clock::now() - phase_start).count(), slot,
@@ -712,7 +787,7 @@ TEST(MultiHostE2E, ThreeHostsOnOnePostgresDeliverEveryOccurrenceOnceThroughRando
     auto elapsed = std::chrono::steady_clock::now() - phase_start;
     if (restart_failed) break;
     if (elapsed >= kMinKillPhase && delivered >= kMinDelivered && kills >= kMinKills &&
-        messages_done == kMessages) {
+        freezes >= kMinFreezes && messages_done == kMessages) {
       break;
     }
     if (elapsed > kMaxKillPhase) break;
@@ -726,26 +801,16 @@ TEST(MultiHostE2E, ThreeHostsOnOnePostgresDeliverEveryOccurrenceOnceThroughRando
   sender.join();
   const double phase_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - phase_start).count();
-  std::printf("  kill phase: %.1f s, %d kills, %lld occurrences of the target loops delivered so far\n",
-              phase_s, kills.load(), static_cast<long long>(delivered));
-  auto keep_evidence = [&] {
-    if (!::testing::Test::HasFailure()) return;
-    std::string kept =
-        (std::filesystem::temp_directory_path() / ("dsh-multihost-" + std::to_string(seed))).string();
-    std::error_code ec;
-    std::filesystem::remove_all(kept, ec);
-    std::filesystem::create_directories(kept, ec);
-    for (const auto& entry : std::filesystem::directory_iterator(dir.path(), ec)) {
-      if (entry.path().extension() == ".log") std::filesystem::copy(entry.path(), kept, ec);
-    }
-    std::printf("  seed %u failed: host logs kept in %s; database %s kept\n", seed, kept.c_str(), db.c_str());
-  };
+  std::printf("  kill phase: %.1f s, %d kills, %d freezes, %lld occurrences of the target loops delivered so far\n",
+              phase_s, kills.load(), freezes.load(), static_cast<long long>(delivered));
+  auto keep_evidence = [&] { KeepEvidence(dir, seed, db); };
   if (restart_failed) {
     ADD_FAILURE() << "a host did not die of SIGKILL or did not start again";
     keep_evidence();
     return;
   }
   EXPECT_GE(kills, kMinKills);
+  EXPECT_GE(freezes, kMinFreezes);
   for (const std::string& e : send_errors) ADD_FAILURE() << "a message was not accepted: " << e;
 
   // Settle. First every open claim of a killed host is taken over (the loop
@@ -795,7 +860,8 @@ TEST(MultiHostE2E, ThreeHostsOnOnePostgresDeliverEveryOccurrenceOnceThroughRando
     Reply r = OnAnyHost(fleet, rng, "POST", "/api/tools/loop_delete", {{"args", {{"loop_id", l.loop_id}}}},
                         settle_deadline);
     EXPECT_EQ(r.status, 200) << l.loop_id << ": " << r.error;
-    EXPECT_EQ(r.body["result"].value("deleted", false), true) << r.error;
+    EXPECT_TRUE(r.body.is_object() && r.body["result"].is_object() && r.body["result"].value("deleted", false))
+        << r.error;
   }
   // Then every claimed occurrence is recorded and every inbox message was
   // taken by a turn that ended (the inbox update commits with turn/end).
@@ -818,26 +884,10 @@ TEST(MultiHostE2E, ThreeHostsOnOnePostgresDeliverEveryOccurrenceOnceThroughRando
   }
 
   // ---- The database, as the hosts left it.
-  std::map<std::string, int64_t> last_seqs;
-  for (const Row& row : QueryOrFail(db, "SELECT id, last_seq FROM sessions"))
-    last_seqs[Str(row[0])] = Int(row[1]);
-  std::map<std::string, std::vector<Event>> logs;
-  for (const Row& row : QueryOrFail(db,
-                                    "SELECT s.id, e.seq, e.type, e.data FROM"
-                                    " (SELECT session_num, seq, type, data FROM events"
-                                    "  UNION ALL SELECT session_num, seq, type, data FROM events_recent) e"
-                                    " JOIN sessions s ON s.num = e.session_num ORDER BY s.id, e.seq")) {
-    Json data = Json::parse(Str(row[3]), nullptr, false);
-    EXPECT_TRUE(data.is_object()) << Str(row[0]) << " seq " << Str(row[1]);
-    logs[Str(row[0])].push_back({Int(row[1]), Str(row[2]), std::move(data)});
-  }
-  for (const auto& [id, last] : last_seqs) logs.try_emplace(id);
+  std::map<std::string, std::vector<Event>> logs = ReadLogs(db);
 
   // ---- 3. One live host per session (the logs' turns; the samples; the host logs).
-  std::map<std::string, int> message_ids;  // message id -> message/user events carrying it
-  for (const auto& [id, events] : logs) CheckSessionTurns(id, events, last_seqs[id], &message_ids);
-  for (const auto& [id, n] : message_ids)
-    EXPECT_EQ(n, 1) << "message " << id << " was taken by " << n << " turns";
+  CheckEveryLog(db, logs);
   CheckLiveSamples(fleet, rounds);
   int continued_turns = 0;
   CheckHostLogs(fleet, &continued_turns);
@@ -972,6 +1022,182 @@ TEST(MultiHostE2E, ThreeHostsOnOnePostgresDeliverEveryOccurrenceOnceThroughRando
   std::printf("  total %.1f s\n",
               std::chrono::duration<double>(std::chrono::steady_clock::now() - test_start).count());
   keep_evidence();
+  if (!::testing::Test::HasFailure()) store::testing::PgTestServer::DropDatabase(db);
+}
+
+// Issue 32's acceptance test: one frozen host must not freeze the others.
+// Three hosts on one database, each sending messages to three sessions live
+// on it (its own writes: inbox rows, turns, appends) while loops deliver into
+// host 0's sessions; host 2 is stopped with SIGSTOP for 8 s at random
+// moments, five times, and continued with SIGCONT. While it is frozen —
+// possibly in the middle of a transaction, holding the rows of that write —
+// hosts 0 and 1 acknowledge every message within 2 s; afterwards host 2's
+// requests made while it was frozen complete, and every log holds each
+// acknowledged message exactly once, answered, with whole turns.
+TEST(MultiHostE2E, AFrozenHostHoldsUpNoOtherHostsWrites) {
+  constexpr int kFrozen = 2, kFreezes = 5, kSessionsPerHost = 3, kLoopsOnHost0 = 6, kFrozenWriters = 4;
+  constexpr auto kFreeze = 8s;
+  constexpr auto kAckLimit = 2s;
+  const unsigned seed = SeedFromEnvironment();
+  std::printf("MultiHostE2E freeze seed %u (DSH_TEST_SEED=%u replays its times)\n", seed, seed);
+  std::mt19937 rng(seed);
+  auto database = store::testing::PgTestServer::NewDatabase();
+  ASSERT_TRUE(database.ok()) << database.status().ToString();
+  const std::string db = *database;
+  dsh::testing::TempDir dir;
+  dsh::testing::SlowEchoChatServer model(20ms);
+  ASSERT_FALSE(model.base_url().empty());
+  Fleet fleet(dir, db, model.base_url());
+  for (int slot = 0; slot < kHosts; ++slot) fleet.Spawn(slot);
+  for (int slot = 0; slot < kHosts; ++slot) ASSERT_TRUE(fleet.Listen(slot));
+
+  // Each host's own sessions: made through it, and live on it from their
+  // first message (a session nobody holds goes live where a message comes in).
+  std::array<std::vector<std::string>, kHosts> own;
+  for (int slot = 0; slot < kHosts; ++slot) {
+    for (int i = 0; i < kSessionsPerHost; ++i) {
+      Reply r = Api(fleet.Url(slot), "POST", "/api/sessions", Json::object());
+      ASSERT_EQ(r.status / 100, 2) << r.error;
+      own[slot].push_back(r.body["session"].value("id", ""));
+    }
+  }
+  for (int i = 0; i < kLoopsOnHost0; ++i) {
+    Reply r = Api(fleet.Url(0), "POST", "/api/tools/loop_create",
+                  {{"args",
+                    {{"prompt", "freeze check " + std::to_string(i)},
+                     {"schedule", {{"kind", "every"}, {"every_seconds", 1}}},
+                     {"session_id", own[0][i % kSessionsPerHost]}}}});
+    ASSERT_EQ(r.status, 200) << r.error;
+  }
+
+  struct Send {
+    int slot = 0;
+    std::string session_id, text, message_id;
+    int64_t started_ms = 0, ended_ms = 0;
+    int status = 0;
+    std::string error;
+  };
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stop = false;  // GUARDED_BY(mu)
+  std::array<std::vector<Send>, kHosts> sends;  // GUARDED_BY(sends_mu) while the writers run
+  std::vector<std::pair<int64_t, int64_t>> freezes;  // [SIGSTOP, SIGCONT] wall ms; the freezer's
+  std::mutex sends_mu;
+  std::vector<std::thread> writers;
+  // Hosts 0 and 1 at the pace of a busy person; host 2 as fast as it
+  // answers, from several callers, so that it is nearly always in the middle
+  // of a transaction when it is frozen.
+  for (int w = 0; w < kHosts - 1 + kFrozenWriters; ++w) {
+    const int slot = std::min(w, kFrozen);
+    writers.emplace_back([&, slot, w] {
+      const std::string url = fleet.Url(slot);
+      const auto pace = slot == kFrozen ? 0ms : 30ms;
+      for (int n = 0;; ++n) {
+        {
+          std::unique_lock lock(mu);
+          if (cv.wait_for(lock, pace, [&] { return stop; })) return;
+        }
+        Send s{slot, own[slot][n % kSessionsPerHost],
+               "writer " + std::to_string(w) + " of host " + std::to_string(slot) + " message " + std::to_string(n)};
+        s.started_ms = WallMs();
+        Reply r = Api(url, "POST", "/api/sessions/" + s.session_id + "/messages", {{"message", s.text}}, 60s);
+        s.ended_ms = WallMs();
+        s.status = r.status;
+        s.error = r.error;
+        s.message_id = r.body.is_object() ? r.body.value("message_id", "") : "";
+        std::lock_guard lock(sends_mu);
+        sends[slot].push_back(std::move(s));
+      }
+    });
+  }
+  std::thread freezer([&, frng = std::mt19937(seed + 1)]() mutable {
+    std::uniform_int_distribution<int> gap_ms(500, 2500);
+    for (int i = 0; i < kFreezes; ++i) {
+      {
+        std::unique_lock lock(mu);
+        if (cv.wait_for(lock, std::chrono::milliseconds(gap_ms(frng)), [&] { return stop; })) return;
+      }
+      const int64_t from = WallMs();
+      fleet.Freeze(kFrozen);
+      {
+        std::unique_lock lock(mu);
+        cv.wait_for(lock, kFreeze, [&] { return stop; });
+      }
+      fleet.Thaw(kFrozen);
+      freezes.emplace_back(from, WallMs());
+      std::printf("  freeze %d of host %d: %lld ms\n", i + 1, kFrozen, static_cast<long long>(WallMs() - from));
+    }
+  });
+  freezer.join();
+  {
+    std::lock_guard lock(mu);
+    stop = true;
+  }
+  cv.notify_all();
+  for (auto& w : writers) w.join();
+
+  // Every message was acknowledged; those of the hosts that kept running
+  // within kAckLimit, also (and above all) while host 2 was frozen.
+  ASSERT_EQ(freezes.size(), static_cast<size_t>(kFreezes));
+  int during_freezes = 0;
+  for (int slot = 0; slot < kHosts; ++slot) {
+    int64_t slowest = 0;
+    for (const Send& s : sends[slot]) {
+      EXPECT_EQ(s.status, 200) << s.text << ": " << s.error;
+      EXPECT_FALSE(s.message_id.empty()) << s.text;
+      slowest = std::max(slowest, s.ended_ms - s.started_ms);
+      if (slot == kFrozen) continue;
+      EXPECT_LT(s.ended_ms - s.started_ms, std::chrono::milliseconds(kAckLimit).count())
+          << s.text << " took " << s.ended_ms - s.started_ms << " ms to be acknowledged";
+      for (const auto& [from, to] : freezes) during_freezes += s.started_ms >= from && s.ended_ms <= to ? 1 : 0;
+    }
+    std::printf("  host %d: %zu messages acknowledged, the slowest in %lld ms\n", slot, sends[slot].size(),
+                static_cast<long long>(slowest));
+  }
+  EXPECT_GE(during_freezes, kFreezes * 10) << "the other hosts hardly wrote while host 2 was frozen";
+
+  // Settle: the loops go, every message is taken by a turn that ended.
+  for (int i = 0;; ++i) {
+    auto loops = QueryOrFail(db, "SELECT loop_id FROM loops");
+    if (loops.empty()) break;
+    ASSERT_LT(i, 3);
+    for (const Row& l : loops) {
+      Reply r = Api(fleet.Url(0), "POST", "/api/tools/loop_delete", {{"args", {{"loop_id", Str(l[0])}}}});
+      EXPECT_EQ(r.status, 200) << r.error;
+    }
+  }
+  const auto deadline = std::chrono::steady_clock::now() + kSettleDeadline;
+  while (Count(db, "SELECT COUNT(*) FROM inbox WHERE consumed_at IS NULL") +
+             Count(db, "SELECT COUNT(*) FROM loop_runs WHERE result IS NULL") +
+             Count(db, "SELECT COUNT(*) FROM sessions s WHERE (SELECT e.type FROM events_recent e WHERE"
+                       " e.session_num = s.num AND e.type IN ('turn/start', 'turn/end') ORDER BY e.seq DESC"
+                       " LIMIT 1) = 'turn/start'") >
+         0) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "messages or turns did not settle";
+    std::unique_lock lock(mu);
+    cv.wait_for(lock, 100ms, [] { return false; });
+  }
+  for (int slot = 0; slot < kHosts; ++slot) EXPECT_EQ(fleet.Stop(slot), 0) << "host " << slot;
+
+  // Nothing lost, nothing twice: every acknowledged message once, in its
+  // session, in a whole turn answered by the echo model.
+  std::map<std::string, std::vector<Event>> logs = ReadLogs(db);
+  CheckEveryLog(db, logs);
+  for (int slot = 0; slot < kHosts; ++slot) {
+    for (const Send& s : sends[slot]) {
+      int found = 0;
+      for (const Event& e : logs[s.session_id]) {
+        if (e.type == "message/user" && e.data.value("message_id", "") == s.message_id) {
+          ++found;
+          EXPECT_EQ(e.data.value("text", ""), s.text);
+        }
+      }
+      EXPECT_EQ(found, 1) << s.text << " (" << s.message_id << ") is in its session " << found << " times";
+    }
+  }
+  int continued_turns = 0;
+  CheckHostLogs(fleet, &continued_turns);
+  KeepEvidence(dir, seed, db);
   if (!::testing::Test::HasFailure()) store::testing::PgTestServer::DropDatabase(db);
 }
 

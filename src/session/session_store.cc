@@ -668,9 +668,18 @@ void SessionStore::AppendWithAsync(std::string id, std::vector<EventDraft> event
       [this, id = std::move(id), append = PrepareAppend(std::move(events)), also = std::move(also)](Tx& tx) mutable
       -> Result<std::vector<Event>> {
         DSH_ASSIGN_OR_RETURN(auto stored, AppendTx(tx, id, append, ToUnixMillis(clock_.Now())));
-        if (also) DSH_RETURN_IF_ERROR(also(tx, stored));
+        Status rest = also ? also(tx, stored) : Status::Ok();
         // Streams of this session on other hosts read the new events.
-        DSH_RETURN_IF_ERROR(tx.Notify(kEventsChannel, id));
+        if (rest.ok()) rest = tx.Notify(kEventsChannel, id);
+        if (!rest.ok()) {
+          // Rolled back: the drafts go back where they came from, whole for
+          // a run again (a contended job runs again, store::Database).
+          for (size_t i = 0; i < stored.size(); ++i) {
+            append.drafts[i].type = std::move(stored[i].type);
+            append.drafts[i].data = std::move(stored[i].data);
+          }
+          return rest;
+        }
         return stored;
       },
       std::move(published), isolation);

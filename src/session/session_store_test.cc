@@ -136,6 +136,43 @@ TEST_P(MultiHostSessionTest, AWriterHoldingOneSessionHoldsUpNoOtherSession) {
   EXPECT_GE(db_->stats().contended, 1u);
 }
 
+// An append whose extra work in the same transaction waits too long for a
+// row (here: another session's, held by a frozen writer) is run again whole:
+// the events land once, with their types and data, when the row is free.
+TEST_P(MultiHostSessionTest, AnAppendWhoseExtraWorkWaitsRunsAgainWhole) {
+  const std::string id = NewOne().id, held = NewOne().id;
+  auto frozen = backend_.Factory()->Open();
+  ASSERT_TRUE(frozen.ok()) << frozen.status().ToString();
+  ASSERT_TRUE((*frozen)->BeginWrite().ok());
+  ASSERT_TRUE((*frozen)->Exec("SELECT num FROM sessions WHERE id = ? FOR UPDATE", {std::string_view(held)}).ok());
+  std::atomic<int> runs{0};
+  std::promise<Result<std::vector<Event>>> landed;
+  auto result = landed.get_future();
+  store_->AppendWithAsync(
+      id, {{"turn/start", Json{{"n", 1}}}, {"message/user", Json{{"text", "hi"}}}},
+      [&](store::Tx& tx, const std::vector<Event>& stored) -> Status {
+        ++runs;
+        EXPECT_EQ(stored.size(), 2u);
+        if (stored.size() == 2) {
+          EXPECT_EQ(stored[1].type, "message/user");
+        }
+        return tx.Exec("UPDATE sessions SET archived = archived WHERE id = ?", {std::string_view(held)}).status();
+      },
+      [&](Result<std::vector<Event>> r) { landed.set_value(std::move(r)); });
+  EXPECT_EQ(result.wait_for(700ms), std::future_status::timeout);
+  ASSERT_TRUE((*frozen)->Commit().ok());
+  ASSERT_EQ(result.wait_for(20s), std::future_status::ready);
+  ASSERT_TRUE(result.get().ok());
+  EXPECT_GE(runs.load(), 2);
+  auto events = store_->ReadEvents(id, 0, 10);
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->size(), 2u);
+  EXPECT_EQ((*events)[0].type, "turn/start");
+  EXPECT_EQ((*events)[0].data, (Json{{"n", 1}}));
+  EXPECT_EQ((*events)[1].type, "message/user");
+  EXPECT_EQ((*events)[1].data, (Json{{"text", "hi"}}));
+}
+
 // PostgreSQL: three hosts (each its own database handle and store) append
 // to the same sessions at once while one of them compacts: every append
 // succeeds, every session's seqs are 1..N without a gap, and every host

@@ -550,6 +550,7 @@ struct Bench {
     // time from BEGIN to COMMIT (the jobs, and on several hosts the wait
     // for the write lock) and the COMMIT itself, in µs.
     uint64_t commits = 0;
+    uint64_t contended = 0;  // jobs run again after waiting too long for a row (store::Database)
     double per_commit = 0, jobs_us = 0, commit_us = 0;
     // CPU the burst took, from being made due to its last turn's end: this
     // process (every host) and the PostgreSQL server, in ms per occurrence.
@@ -702,6 +703,7 @@ struct Bench {
     uint64_t jobs = 0, run_us = 0, commit_us = 0;
     for (size_t i = 0; i < h.size(); ++i) {
       f.commits += writers_after[i].commits - writers_before[i].commits;
+      f.contended += writers_after[i].contended - writers_before[i].contended;
       jobs += writers_after[i].jobs - writers_before[i].jobs;
       run_us += writers_after[i].run_us - writers_before[i].run_us;
       commit_us += writers_after[i].commit_us - writers_before[i].commit_us;
@@ -819,15 +821,16 @@ struct Bench {
       std::printf(
           "| hosts | backend | claims/s | delivered/s | ÷ SQLite, same hosts | ÷ SQLite, one host | last "
           "turn "
-          "ended | claims per host | write transactions: count, jobs each, BEGIN→COMMIT / COMMIT (µs) |\n");
-      std::printf("|---:|---|---:|---:|---:|---:|---:|---|---|\n");
+          "ended | claims per host | write transactions: count, jobs each, BEGIN→COMMIT / COMMIT (µs) | jobs run "
+          "again (contended) |\n");
+      std::printf("|---:|---|---:|---:|---:|---:|---:|---|---|---:|\n");
       for (const Row& r : rows) {
-        std::printf("| %d | %s | %.0f | %.0f | %s | %s | %s | %s | %llu, %.1f, %.0f / %.0f |\n", r.hosts,
+        std::printf("| %d | %s | %.0f | %.0f | %s | %s | %s | %s | %llu, %.1f, %.0f / %.0f | %llu |\n", r.hosts,
                     r.postgres ? "PostgreSQL" : "SQLite", r.f.claims_per_second, r.f.delivered_per_second,
                     Ratio(r.f.delivered_per_second, sqlite_same(r.hosts).delivered_per_second).c_str(),
                     Ratio(r.f.delivered_per_second, sqlite1.delivered_per_second).c_str(),
                     TurnsEnded(r.f).c_str(), r.f.shares.c_str(), static_cast<unsigned long long>(r.f.commits),
-                    r.f.per_commit, r.f.jobs_us, r.f.commit_us);
+                    r.f.per_commit, r.f.jobs_us, r.f.commit_us, static_cast<unsigned long long>(r.f.contended));
       }
       const double cores = static_cast<double>(std::thread::hardware_concurrency());
       std::printf(

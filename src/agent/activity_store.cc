@@ -4,6 +4,7 @@
 #include <array>
 #include <limits>
 #include <map>
+#include <random>
 #include <span>
 #include <utility>
 
@@ -50,20 +51,47 @@ std::vector<store::Migration> Migrations() {
            // no session.
            "CREATE TABLE activity_unread_counts (session_id TEXT PRIMARY KEY, n BIGINT NOT NULL)",
        }},
+      // v2: a count is the sum of a few rows (`shard`), so that hosts
+      // sharing a PostgreSQL database each change their own row of a
+      // session instead of all waiting for one (see AddUnread). SQLite keeps
+      // one row (shard 0).
+      {"activity",
+       2,
+       {
+           "CREATE TABLE activity_unread_shards (session_id TEXT NOT NULL, shard BIGINT NOT NULL,"
+           " n BIGINT NOT NULL, PRIMARY KEY (session_id, shard))",
+           // v1 on SQLite kept "no session" as NULL (distinct from each other).
+           "INSERT INTO activity_unread_shards (session_id, shard, n) SELECT COALESCE(session_id, ''), 0, SUM(n)"
+           " FROM activity_unread_counts GROUP BY COALESCE(session_id, '') HAVING SUM(n) <> 0",
+           "DROP TABLE activity_unread_counts",
+       }},
   };
 }
 
 namespace {
 
+// This process's row of each count on PostgreSQL: every delivery into a
+// session changes its count in the delivery's transaction, and with one row
+// per session the hosts delivering into it would queue for that row (held
+// until each one's COMMIT). One of 64, drawn per process: hosts rarely
+// share one, and a session has at most 64 rows however often hosts restart.
+int64_t OwnShard(const Tx& tx) {
+  static const int64_t shard = [] {
+    std::random_device rd;
+    return std::uniform_int_distribution<int64_t>(1, 64)(rd);
+  }();
+  return tx.dialect() == store::Dialect::kPostgres ? shard : 0;
+}
+
 // Adds `delta` to the unread count of `session_id` (nullopt: no session).
 Status AddUnread(Tx& tx, const std::optional<std::string>& session_id, int64_t delta) {
   if (delta == 0) return Status::Ok();
-  std::string_view id = session_id ? std::string_view(*session_id) : std::string_view();
+  std::string_view id = session_id ? std::string_view(*session_id) : std::string_view("");  // not NULL: a key
   return tx
       .Exec(
-          "INSERT INTO activity_unread_counts (session_id, n) VALUES (?, ?)"
-          " ON CONFLICT (session_id) DO UPDATE SET n = activity_unread_counts.n + excluded.n",
-          {id, delta})
+          "INSERT INTO activity_unread_shards (session_id, shard, n) VALUES (?, ?, ?)"
+          " ON CONFLICT (session_id, shard) DO UPDATE SET n = activity_unread_shards.n + excluded.n",
+          {id, OwnShard(tx), delta})
       .status();
 }
 
@@ -296,7 +324,8 @@ Result<Page> List(Tx& tx, Filter filter, int64_t limit, std::optional<int64_t> b
 Result<Unread> CountUnread(Tx& tx) {
   Unread u;
   DSH_RETURN_IF_ERROR(
-      tx.Query("SELECT session_id, n FROM activity_unread_counts WHERE n > 0", {}, [&](const Row& row) {
+      tx.Query("SELECT session_id, SUM(n) FROM activity_unread_shards GROUP BY session_id HAVING SUM(n) > 0", {},
+               [&](const Row& row) {
         int64_t n = row.Int(1);
         u.total += n;
         if (!row.Text(0).empty()) u.sessions[row.String(0)] = n;
@@ -307,7 +336,7 @@ Result<Unread> CountUnread(Tx& tx) {
 
 Result<int64_t> CountUnreadTotal(Tx& tx) {
   int64_t n = 0;
-  DSH_RETURN_IF_ERROR(tx.Query("SELECT SUM(n) FROM activity_unread_counts", {}, [&](const Row& row) {
+  DSH_RETURN_IF_ERROR(tx.Query("SELECT SUM(n) FROM activity_unread_shards", {}, [&](const Row& row) {
     n = row.IsNull(0) ? 0 : row.Int(0);
     return Status::Ok();
   }));

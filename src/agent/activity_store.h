@@ -25,8 +25,9 @@ namespace dsh::agent::activity {
 //            started_at, ended_at, input_tokens, output_tokens, summary,
 //            read)   -- key unique (the inbox key, or "msg:" + message_id);
 //                       message_id unique when set
-//   activity_unread_counts(session_id, n)  -- unread items per session ('' = none),
-//                       changed with every change of activity.read
+//   activity_unread_shards(session_id, shard, n)  -- unread items per session
+//                       ('' = none): the sum of its rows, changed with every
+//                       change of activity.read (each PostgreSQL host its own row)
 //
 // Rows are written in the same transaction as the fact they record: the
 // inbox insert of the delivery (status `pending`), the append of its

@@ -40,6 +40,33 @@ class ActivityStoreTest : public ::testing::TestWithParam<std::string> {
 };
 INSTANTIATE_TEST_SUITE_P(Backends, ActivityStoreTest, store::testing::BackendNames(), store::testing::BackendTestName);
 
+// A profile from before the counts were split into rows per host keeps its
+// counts (SQLite kept "no session" as NULL rows, several of them).
+TEST_P(ActivityStoreTest, UnreadCountsOfAVersion1ProfileAreKept) {
+  db_.reset();
+  backend_.Recreate();
+  std::vector<store::Migration> v1;
+  for (const auto& m : AgentManager::Migrations()) {
+    if (m.module != "activity" || m.version == 1) v1.push_back(m);
+  }
+  {
+    auto old = store::Database::Open(backend_.Factory(), v1);
+    ASSERT_TRUE(old.ok()) << old.status().ToString();
+    ASSERT_TRUE((*old)->WriteSync([](store::Tx& tx) -> Status {
+                     DSH_RETURN_IF_ERROR(tx.Exec("INSERT INTO activity_unread_counts VALUES ('ses_a', 3), ('ses_b', 0)").status());
+                     if (tx.dialect() == store::Dialect::kSqlite) {
+                       return tx.Exec("INSERT INTO activity_unread_counts VALUES (NULL, 1), (NULL, 1)").status();
+                     }
+                     return tx.Exec("INSERT INTO activity_unread_counts VALUES ('', 2)").status();
+                   }).ok());
+  }
+  SetUp();
+  auto u = db_->ReadValue<Unread>([](store::Tx& tx) { return CountUnread(tx); });
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->total, 5);
+  EXPECT_EQ(u->sessions, (std::map<std::string, int64_t>{{"ses_a", 3}}));
+}
+
 TEST_P(ActivityStoreTest, AFailedAttemptBecomesTheDeliveryOfALaterOneAndPagesAreNewestFirst) {
   Source loop{"loop_run", "loop_1", 1000, std::nullopt};
   ASSERT_TRUE(db_->WriteSync([&](store::Tx& tx) -> Status {

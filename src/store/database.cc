@@ -419,6 +419,7 @@ size_t Database::CommitBatch(Connection& conn, std::vector<Pending>& batch, size
   const bool savepoint_each = conn.dialect() == Dialect::kPostgres;
   size_t end = first;  // batch[first, end) ran in this transaction
   for (;; ++end) {
+    if (savepoint_each && end > first && Clock::now() - began >= options_.max_hold) break;
     if (end == batch.size() && (options_.max_gather.count() <= 0 || !TakeMore(batch, end - first))) break;
     Pending& job = batch[end];
     // The transaction's first job needs no savepoint: if it fails, rolling

@@ -51,6 +51,12 @@ struct DatabaseOptions {
   // fails: longer than a frozen host holds rows (PgOptions'
   // idle-in-transaction limit, 15 s).
   std::chrono::milliseconds contended_for{std::chrono::seconds(30)};
+  // PostgreSQL: how long a write transaction runs jobs before it commits
+  // and the rest go to the next one. Its rows stay locked until COMMIT, and
+  // other hosts' writers wait for them (at most PgOptions::lock_timeout
+  // each time): a batch of a thousand deliveries would hold a hot row
+  // (a session's unread count, a loop) for a second.
+  std::chrono::microseconds max_hold{std::chrono::milliseconds(20)};
 };
 
 class Database;

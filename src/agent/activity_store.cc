@@ -4,7 +4,7 @@
 #include <array>
 #include <limits>
 #include <map>
-#include <random>
+#include <string>
 #include <span>
 #include <utility>
 
@@ -53,7 +53,7 @@ std::vector<store::Migration> Migrations() {
        }},
       // v2: a count is the sum of a few rows (`shard`), so that hosts
       // sharing a PostgreSQL database each change their own row of a
-      // session instead of all waiting for one (see AddUnread). SQLite keeps
+      // session instead of all waiting for one (see ShardSql). SQLite keeps
       // one row (shard 0).
       {"activity",
        2,
@@ -70,17 +70,14 @@ std::vector<store::Migration> Migrations() {
 
 namespace {
 
-// This process's row of each count on PostgreSQL: every delivery into a
-// session changes its count in the delivery's transaction, and with one row
-// per session the hosts delivering into it would queue for that row (held
-// until each one's COMMIT). One of 64, drawn per process: hosts rarely
-// share one, and a session has at most 64 rows however often hosts restart.
-int64_t OwnShard(const Tx& tx) {
-  static const int64_t shard = [] {
-    std::random_device rd;
-    return std::uniform_int_distribution<int64_t>(1, 64)(rd);
-  }();
-  return tx.dialect() == store::Dialect::kPostgres ? shard : 0;
+// The row of a count this transaction adds to. On PostgreSQL every delivery
+// into a session changes its count in the delivery's transaction, and with
+// one row per session the hosts delivering into it would queue for that row
+// (held until each one's COMMIT): each writer connection has a row of its
+// own (of 64, by its server process id), so a session has at most 64 rows
+// however often hosts reconnect. SQLite has one writer: one row, shard 0.
+const char* ShardSql(const Tx& tx) {
+  return tx.dialect() == store::Dialect::kPostgres ? "pg_backend_pid() % 64 + 1" : "0";
 }
 
 // Adds `delta` to the unread count of `session_id` (nullopt: no session).
@@ -88,10 +85,9 @@ Status AddUnread(Tx& tx, const std::optional<std::string>& session_id, int64_t d
   if (delta == 0) return Status::Ok();
   std::string_view id = session_id ? std::string_view(*session_id) : std::string_view("");  // not NULL: a key
   return tx
-      .Exec(
-          "INSERT INTO activity_unread_shards (session_id, shard, n) VALUES (?, ?, ?)"
-          " ON CONFLICT (session_id, shard) DO UPDATE SET n = activity_unread_shards.n + excluded.n",
-          {id, OwnShard(tx), delta})
+      .Exec(std::string("INSERT INTO activity_unread_shards (session_id, shard, n) VALUES (?, ") + ShardSql(tx) +
+                ", ?) ON CONFLICT (session_id, shard) DO UPDATE SET n = activity_unread_shards.n + excluded.n",
+            {id, delta})
       .status();
 }
 

@@ -27,7 +27,7 @@ namespace dsh::agent::activity {
 //                       message_id unique when set
 //   activity_unread_shards(session_id, shard, n)  -- unread items per session
 //                       ('' = none): the sum of its rows, changed with every
-//                       change of activity.read (each PostgreSQL host its own row)
+//                       change of activity.read (each PostgreSQL writer connection its own row)
 //
 // Rows are written in the same transaction as the fact they record: the
 // inbox insert of the delivery (status `pending`), the append of its

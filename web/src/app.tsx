@@ -639,7 +639,9 @@ function NewSessionDialog({ host, onClose, onCreated }: {
   useEffect(() => {
     dialog.current?.showModal();
   }, []);
-  useEffect(() => {
+  // Before the question is painted (a layout effect): a key pressed the
+  // moment it appears goes to the safe answer, not to the message behind it.
+  useLayoutEffect(() => {
     if (askDiscard) keepButton.current?.focus();
   }, [askDiscard]);
   const keepWriting = () => {

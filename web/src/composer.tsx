@@ -1,4 +1,4 @@
-import { useEffect, useRef, useState } from "preact/hooks";
+import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import type { HostInfo, SessionRow } from "./api";
 import { LoopStatus } from "./loop_status";
 import { applyCompletion, commandMenu, completeSessionsRead, isCommand } from "./lib/commands";
@@ -58,16 +58,15 @@ export function Composer({
   }, [sessionId, seedDraft]);
   useEffect(() => box.current?.focus(), [sessionId]);
 
-  const popup: Popup | null = (() => {
-    if (dismissed === draft) return null;
-    const read = completeSessionsRead(draft, sessions);
+  const popupFor = (text: string): Popup | null => {
+    const read = completeSessionsRead(text, sessions);
     if (read) {
       return {
         label: read.kind === "flags" ? "Flags of /sessions read" : "Sessions",
         options: read.options.map((o) => ({ label: o.label, detail: o.detail, apply: (d) => applyCompletion(d, read, o) })),
       };
     }
-    const menu = commandMenu(draft);
+    const menu = commandMenu(text);
     if (menu) {
       return {
         label: "Commands",
@@ -75,20 +74,37 @@ export function Composer({
       };
     }
     return null;
-  })();
+  };
+  const popup = dismissed === draft ? null : popupFor(draft);
   useEffect(() => setActive(0), [popup?.label, popup?.options.length]);
+
+  // The caret goes after a chosen completion when that text is rendered, in
+  // the same task (a layout effect), not a frame later: by then the person
+  // (or a test) may have typed or selected, and the caret would move under
+  // them.
+  const caret = useRef<number | null>(null);
+  const placeCaret = () => {
+    const el = box.current;
+    if (el && caret.current !== null) {
+      el.focus();
+      el.setSelectionRange(caret.current, caret.current);
+    }
+    caret.current = null;
+  };
+  useLayoutEffect(placeCaret, [draft]);
 
   const choose = (i: number) => {
     if (!popup) return;
-    const next = popup.options[i].apply(draft);
-    edit(next);
-    requestAnimationFrame(() => {
-      const el = box.current;
-      if (el) {
-        el.focus();
-        el.setSelectionRange(next.length, next.length);
-      }
-    });
+    // The text as it is now, which an input not yet rendered may have
+    // changed since this popup was drawn: the choice applies to it.
+    const text = box.current?.value ?? draft;
+    const live = text === draft ? popup : popupFor(text);
+    const option = live?.options.find((o) => o.label === popup.options[i].label);
+    if (!option) return;
+    const next = option.apply(text);
+    caret.current = next.length;
+    if (next === draft) placeCaret();
+    else edit(next);
   };
 
   const submit = async (mode: "steer" | "followup") => {

@@ -70,6 +70,11 @@ Agent::Agent(AgentManager& manager, session::SessionHeader header, std::vector<E
       preset_(manager.environment_.preset ? manager.environment_.preset(header_.preset) : PresetView{}),
       events_(std::move(events)) {
   idle_since_ms_ = MonoMillis(manager_.clock_);
+  for (const auto& e : events_) {
+    if (e.type == event_types::kApproval && e.data.value("decision", "") == "allow_session") {
+      granted_.insert(e.data.value("name", ""));
+    }
+  }
 }
 
 template <typename Arg, typename Fn>
@@ -186,6 +191,10 @@ void Agent::Stop(bool only_if_idle, std::function<void(bool)> done) {
       return done(false);
     }
     self->stopping_ = true;
+    if (self->early_answer_) {
+      self->early_answer_->done(Status(codes::kShuttingDown, "the agent of " + self->header_.id + " stopped"));
+      self->early_answer_.reset();
+    }
     if (self->cancel_) self->cancel_->Cancel();
     if (self->title_cancel_) self->title_cancel_->Cancel();  // a stop never waits for a title
     done(true);
@@ -447,15 +456,140 @@ void Agent::RunTools(std::vector<ModelToolCall> calls, size_t index, std::vector
     });
   }
   const ModelToolCall& call = calls[index];
-  auto next = [this, calls, index, results](Result<Json> r) mutable {
-    results.push_back(ToolResultDraft(calls[index], r));
-    RunTools(std::move(calls), index + 1, std::move(results));
-  };
-  if (cancel_ && cancel_->cancelled()) return next(Status(codes::kCancelled, "the turn was cancelled before this tool ran"));
-  if (!ToolAllowed(call.name)) return next(Status(codes::kUnknownTool, "no tool named '" + call.name + "' is available"));
+  auto fail = [&](Status st) { ToolDone(std::move(calls), index, std::move(results), std::move(st)); };
+  if (cancel_ && cancel_->cancelled()) return fail(Status(codes::kCancelled, "the turn was cancelled before this tool ran"));
+  if (!ToolAllowed(call.name)) return fail(Status(codes::kUnknownTool, "no tool named '" + call.name + "' is available"));
   auto args = ParseJson(call.arguments.empty() ? "{}" : call.arguments);
-  if (!args.ok()) return next(Status(codes::kInvalidJson, "the arguments of " + call.name + " are not valid JSON: " + args.status().message()));
-  manager_.tools_.Invoke(call.name, MakeToolContext(), *args, OnStrand<Result<Json>>(std::move(next)));
+  if (!args.ok()) {
+    return fail(Status(codes::kInvalidJson, "the arguments of " + call.name + " are not valid JSON: " + args.status().message()));
+  }
+  switch (PermissionOf(call.name)) {
+    case Permission::kAllow:
+      return InvokeTool(std::move(calls), index, std::move(results), std::move(*args));
+    case Permission::kAsk:
+      return AskApproval(std::move(calls), index, std::move(results), std::move(*args));
+    case Permission::kDeny:
+      return fail(Status("tool_denied", "the preset '" + header_.preset.value_or("default") + "' does not allow " +
+                                            call.name + "; say so to the person instead of trying another way"));
+  }
+}
+
+void Agent::ToolDone(std::vector<ModelToolCall> calls, size_t index, std::vector<EventDraft> results,
+                     Result<Json> result) {
+  results.push_back(ToolResultDraft(calls[index], result));
+  RunTools(std::move(calls), index + 1, std::move(results));
+}
+
+void Agent::InvokeTool(std::vector<ModelToolCall> calls, size_t index, std::vector<EventDraft> results, Json args) {
+  std::string name = calls[index].name;
+  manager_.tools_.Invoke(name, MakeToolContext(), args,
+                         OnStrand<Result<Json>>([this, calls = std::move(calls), index,
+                                                 results = std::move(results)](Result<Json> r) mutable {
+                           ToolDone(std::move(calls), index, std::move(results), std::move(r));
+                         }));
+}
+
+Permission Agent::PermissionOf(const std::string& tool) const {
+  if (granted_.count(tool)) return Permission::kAllow;
+  if (auto it = preset_.permissions.find(tool); it != preset_.permissions.end()) return it->second;
+  std::shared_ptr<const Tool> t = manager_.tools_.Find(tool);
+  return t ? t->default_permission() : Permission::kDeny;
+}
+
+void Agent::AskApproval(std::vector<ModelToolCall> calls, size_t index, std::vector<EventDraft> results, Json args) {
+  const ModelToolCall& call = calls[index];
+  std::shared_ptr<const Tool> tool = manager_.tools_.Find(call.name);
+  Json request = tool ? tool->DescribeCall(args) : Json::object();
+  request["call_id"] = call.id;
+  request["name"] = call.name;
+  request["timeout_seconds"] =
+      std::chrono::duration_cast<std::chrono::seconds>(manager_.options_.approval_timeout).count();
+  // The results of the calls before it are logged with the request.
+  results.push_back(Draft(event_types::kApprovalRequested, std::move(request)));
+  asking_ = call.id;
+  Append(std::move(results), {},
+         [this, calls = std::move(calls), index, args = std::move(args)](Result<Events> r) mutable {
+           asking_.reset();
+           auto early = std::move(early_answer_);
+           early_answer_.reset();
+           if (!r.ok()) {
+             if (early) early->done(r.status());
+             return EndTurn(r.status());
+           }
+           auto timer = std::make_unique<boost::asio::steady_timer>(strand_, manager_.options_.approval_timeout);
+           timer->async_wait(OnStrand<boost::system::error_code>([this](boost::system::error_code ec) {
+             if (!ec && waiting_) Decide("timeout", {});
+           }));
+           std::string call_id = calls[index].id;
+           waiting_ = Waiting{std::move(calls), index, std::move(args), std::move(timer)};
+           waiting_flag_ = true;
+           // Stopping the turn (or the host) ends the wait; the weak pointer
+           // because the token outlives nothing of ours but may hold this.
+           if (cancel_) {
+             cancel_->OnCancel([weak = weak_from_this(), call_id] {
+               auto self = weak.lock();
+               if (!self) return;
+               boost::asio::post(self->strand_, [self, call_id] {
+                 if (!self->waiting_ || self->waiting_->calls[self->waiting_->index].id != call_id) return;
+                 Waiting w = std::move(*self->waiting_);
+                 self->waiting_.reset();
+                 self->waiting_flag_ = false;
+                 w.timer->cancel();
+                 if (self->Halted()) return;
+                 self->ToolDone(std::move(w.calls), w.index, {},
+                                Status(codes::kCancelled, "the turn was stopped while this call waited for approval"));
+               });
+             });
+           }
+           if (early) Decide(early->decision, std::move(early->done));
+         });
+}
+
+void Agent::AnswerApproval(const std::string& call_id, const std::string& decision, std::function<void(Status)> done) {
+  boost::asio::post(strand_, [self = shared_from_this(), call_id, decision, done = std::move(done)]() mutable {
+    // Seen before its request committed (the change feed tells of it as it
+    // commits): decided once it did.
+    if (self->asking_ == call_id && !self->early_answer_ && !self->stopping_) {
+      self->early_answer_ = EarlyAnswer{decision, std::move(done)};
+      return;
+    }
+    if (!self->waiting_ || self->waiting_->calls[self->waiting_->index].id != call_id || self->stopping_) {
+      return done(Status(codes::kConflict, "no tool call " + call_id + " waits for approval in session " +
+                                               self->header_.id + " (it was answered, timed out or its turn ended)"));
+    }
+    self->Decide(decision, std::move(done));
+  });
+}
+
+void Agent::Decide(const std::string& decision, std::function<void(Status)> done) {
+  Waiting w = std::move(*waiting_);
+  waiting_.reset();
+  waiting_flag_ = false;
+  w.timer->cancel();
+  const ModelToolCall& call = w.calls[w.index];
+  Json data = {{"call_id", call.id}, {"name", call.name}, {"decision", decision},
+               {"by", decision == "timeout" ? "timeout" : "person"}};
+  Append({Draft(event_types::kApproval, std::move(data))}, {},
+         [this, calls = std::move(w.calls), index = w.index, args = std::move(w.args), decision,
+          done = std::move(done)](Result<Events> r) mutable {
+           if (done) done(r.status());
+           if (!r.ok()) return EndTurn(r.status());
+           std::string name = calls[index].name;
+           if (decision == "allow_session") granted_.insert(name);
+           if (decision == "allow_once" || decision == "allow_session") {
+             return InvokeTool(std::move(calls), index, {}, std::move(args));
+           }
+           Status refused = decision == "deny"
+                                ? Status("tool_denied", "the person denied this call of " + name +
+                                                            "; ask them what to do instead")
+                                : Status("approval_timeout",
+                                         "no one answered the approval request for this call of " + name + " within " +
+                                             std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
+                                                                manager_.options_.approval_timeout)
+                                                                .count()) +
+                                             " s (tools.approval_timeout); it was not run");
+           ToolDone(std::move(calls), index, {}, std::move(refused));
+         });
 }
 
 void Agent::EndTurn(Status error, std::vector<EventDraft> drafts) {

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 
 #include <atomic>
@@ -8,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -26,9 +28,18 @@ namespace dsh::agent {
 //               usage?: {input_tokens, output_tokens}}
 // A turn/start without a turn/end is a turn a crash or shutdown interrupted;
 // the agent continues it when the session is next live.
+//
+// A tool call the preset asks about (Permission::kAsk):
+//   tool/approval_requested {call_id, name, summary, detail?, timeout_seconds}
+//   tool/approval           {call_id, name, decision: "allow_once"|"allow_session"|
+//                            "deny"|"timeout", by: "person"|"timeout"}
+// then the call's tool/result as usual. An allow_session decision is the
+// session's grant: that tool is not asked about again in this session.
 namespace event_types {
 using session::event_types::kTurnEnd;
 using session::event_types::kTurnStart;
+inline constexpr std::string_view kApprovalRequested = "tool/approval_requested";
+inline constexpr std::string_view kApproval = "tool/approval";
 }  // namespace event_types
 
 // The live agent of one session. All of its state lives on its strand;
@@ -57,6 +68,8 @@ class Agent : public std::enable_shared_from_this<Agent> {
   void RunMaintenance(AgentManager::MaintenanceTask task, std::function<void(Status)> done);
   void WhenIdle(std::function<void(Status)> done);
   void Cancel();
+  // See AgentManager::AnswerApproval (the decision is already checked).
+  void AnswerApproval(const std::string& call_id, const std::string& decision, std::function<void(Status)> done);
   // No new work; cancels a running model call; tells the manager once no
   // callback of its is outstanding. `only_if_idle`: do nothing unless idle
   // with nothing pending (eviction); returns through `done(true)` if stopping.
@@ -64,6 +77,8 @@ class Agent : public std::enable_shared_from_this<Agent> {
 
   const std::string& session_id() const { return header_.id; }
   AgentStatus status() const { return running_flag_.load() ? AgentStatus::kRunning : AgentStatus::kIdle; }
+  // A tool call of the running turn waits for a person's decision.
+  bool waiting_for_approval() const { return waiting_flag_.load(); }
   // Monotonic milliseconds since it last became idle; 0 while busy.
   int64_t idle_since_ms() const { return idle_since_ms_.load(); }
   // Every pending message of the session numbered up to this was loaded
@@ -89,6 +104,16 @@ class Agent : public std::enable_shared_from_this<Agent> {
   void Step();
   void OnModel(Result<ModelResponse> response);
   void RunTools(std::vector<ModelToolCall> calls, size_t index, std::vector<session::EventDraft> results);
+  // Logs the call's result and goes on with the next call.
+  void ToolDone(std::vector<ModelToolCall> calls, size_t index, std::vector<session::EventDraft> results,
+                Result<Json> result);
+  void InvokeTool(std::vector<ModelToolCall> calls, size_t index, std::vector<session::EventDraft> results, Json args);
+  // Logs an approval request for calls[index] (after `results`) and waits.
+  void AskApproval(std::vector<ModelToolCall> calls, size_t index, std::vector<session::EventDraft> results, Json args);
+  // Ends the wait with `decision` ("allow_once", "allow_session", "deny",
+  // "timeout"), logged; `done` (may be empty) learns when it committed.
+  void Decide(const std::string& decision, std::function<void(Status)> done);
+  Permission PermissionOf(const std::string& tool) const;
   void EndTurn(Status error, std::vector<session::EventDraft> drafts = {});
   void BecomeIdle();
   void MaybeGenerateTitle();
@@ -164,10 +189,26 @@ class Agent : public std::enable_shared_from_this<Agent> {
   // nothing was streamed).
   static std::vector<session::EventDraft> PartialAnswer(Streamed& streamed);
   std::vector<std::function<void(Status)>> idle_waiters_;
+  // The tool call waiting for a person's decision, if any.
+  struct Waiting {
+    std::vector<ModelToolCall> calls;
+    size_t index = 0;
+    Json args;
+    std::unique_ptr<boost::asio::steady_timer> timer;  // approval_timeout
+  };
+  std::optional<Waiting> waiting_;
+  std::optional<std::string> asking_;  // the call whose approval request is being logged
+  struct EarlyAnswer {
+    std::string decision;
+    std::function<void(Status)> done;
+  };
+  std::optional<EarlyAnswer> early_answer_;  // an answer to asking_ that came before it committed
+  std::set<std::string, std::less<>> granted_;  // tools allowed for the session (allow_session)
   bool title_requested_ = false;
   std::shared_ptr<CancelToken> title_cancel_;  // the generated-title call, if one was made
 
   std::atomic<bool> running_flag_{false};
+  std::atomic<bool> waiting_flag_{false};  // waiting_ is set
   std::atomic<int64_t> idle_since_ms_{0};
   std::atomic<int64_t> loaded_num_{0};
 };

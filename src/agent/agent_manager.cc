@@ -406,6 +406,16 @@ void AgentManager::Cancel(const std::string& session_id) {
   if (auto agent = Find(session_id)) agent->Cancel();
 }
 
+void AgentManager::AnswerApproval(const std::string& session_id, const std::string& call_id,
+                                  const std::string& decision, std::function<void(Status)> done) {
+  if (decision != "allow_once" && decision != "allow_session" && decision != "deny") {
+    return done(InvalidArguments("decision must be \"allow_once\", \"allow_session\" or \"deny\""));
+  }
+  auto agent = Find(session_id);
+  if (!agent) return done(Status("not_live", "session " + session_id + " is not live in this host"));
+  agent->AnswerApproval(call_id, decision, std::move(done));
+}
+
 void AgentManager::AgentStopped(const std::string& session_id, Agent* agent) {
   bool release = false;
   {

@@ -29,11 +29,14 @@ class Agent;
 enum class AgentStatus { kRunning, kIdle, kCold, kMissing };
 std::string_view AgentStatusName(AgentStatus status);
 
-// What a preset gives an agent: its system prompt and which tools it may use.
+// What a preset gives an agent: its system prompt, which tools it may use,
+// and what it may do with them without asking (docs/TOOLS.md).
 struct PresetView {
   std::string system_prompt;
   bool all_tools = true;
   std::vector<std::string> tool_groups;  // when !all_tools
+  // Per tool name; a tool not named gets its Tool::default_permission().
+  std::map<std::string, Permission, std::less<>> permissions;
 };
 
 // What the host supplies to agents. Every function must be thread-safe.
@@ -80,6 +83,9 @@ struct AgentManagerOptions {
   // are recorded. Off only to measure what recording costs (loop_bench
   // --no-outcomes).
   bool record_activity = true;
+  // How long a tool call the preset asks about waits for a person's answer
+  // (`tools.approval_timeout`); then it is answered `approval_timeout`.
+  std::chrono::milliseconds approval_timeout{std::chrono::minutes(15)};
   // Where the turn and model-call metrics go (docs/DEPLOY.md, "Metrics"):
   // dsh_turns_total, dsh_turn_seconds, dsh_model_calls_total,
   // dsh_model_call_seconds, dsh_model_tokens_total. Borrowed, must outlive
@@ -190,6 +196,15 @@ class AgentManager {
   void WhenIdle(const std::string& session_id, std::function<void(Status)> done);
   // Cancels the running turn, if any.
   void Cancel(const std::string& session_id);
+  // A person's answer to the tool call `call_id` waiting for approval in
+  // the session's running turn: `allow_once`, `allow_session` (the tool
+  // runs without asking for the rest of the session: the grant is an event)
+  // or `deny`. Answers once the decision is logged. Errors:
+  // `invalid_arguments` (another decision), `conflict` (no such call waits:
+  // answered, timed out or its turn ended), `not_live` (the session is not
+  // live on this host).
+  void AnswerApproval(const std::string& session_id, const std::string& call_id, const std::string& decision,
+                      std::function<void(Status)> done);
 
   const std::string& holder() const { return holder_; }
 

@@ -92,11 +92,14 @@ class AgentTest : public ::testing::TestWithParam<std::string> {
     options.sweep_interval = sweep_interval_;
     options.generate_titles = generate_titles_;
     options.max_steps = max_steps_;
+    options.approval_timeout = approval_timeout_;
     AgentEnvironment env;
     env.preset = [](const std::optional<std::string>& preset) {
       PresetView v;
       v.system_prompt = "You are " + preset.value_or("default") + ".";
       if (preset == std::optional<std::string>("no_tools")) v.all_tools = false;
+      if (preset == std::optional<std::string>("asker")) v.permissions["echo_args"] = Permission::kAsk;
+      if (preset == std::optional<std::string>("denier")) v.permissions["echo_args"] = Permission::kDeny;
       return v;
     };
     env.context.push_back([this](const session::SessionHeader& h, const std::optional<std::string>& zone) {
@@ -215,6 +218,7 @@ class AgentTest : public ::testing::TestWithParam<std::string> {
   ModelRouter* router_ptr_ = &router_;
   ToolRegistry tools_;
   int max_steps_ = 50;
+  std::chrono::milliseconds approval_timeout_ = std::chrono::minutes(15);
   bool generate_titles_ = false;
   std::chrono::milliseconds sweep_interval_ = 20ms;
   std::unique_ptr<store::Database> db_;
@@ -1250,5 +1254,151 @@ TEST_P(ActivityTest, ADuplicateKeyRecordsOneItemAndUnreadCountsFollowMarking) {
   EXPECT_EQ(page->items[0].outcome.session_id, std::optional<std::string>(b));
 }
 
+
+// Approvals (docs/TOOLS.md): a tool the preset asks about waits for a person.
+class ApprovalTest : public AgentTest {
+ protected:
+  void SetUp() override {
+    auto tool = std::make_unique<EchoTool>();
+    echo_ = tool.get();
+    ASSERT_TRUE(tools_.Register(std::move(tool), "test").ok());
+    AgentTest::SetUp();
+  }
+  // A session of `preset` whose model calls echo_args once per turn and
+  // then answers "done"; waits for the approval request of `call_id`.
+  std::string StartAsking(const std::string& call_id, const std::string& preset = "asker") {
+    model_.Push(ScriptedModel::ToolCalls({{call_id, "echo_args", R"({"text":"rm -rf build"})"}}));
+    model_.Push(ScriptedModel::Text("done"));
+    std::string id = CreateSession(*manager_, preset);
+    EXPECT_TRUE(Deliver(id, "clean up").ok());
+    if (preset == "asker") WaitForRequest(id, call_id);
+    return id;
+  }
+  void WaitForRequest(const std::string& id, const std::string& call_id) {
+    waiter_.WaitFor(id, [&](const std::vector<Event>& log) {
+      return std::any_of(log.begin(), log.end(), [&](const Event& e) {
+        return e.type == event_types::kApprovalRequested && e.data.value("call_id", "") == call_id;
+      });
+    });
+  }
+  Status Answer(const std::string& id, const std::string& call_id, const std::string& decision) {
+    std::promise<Status> p;
+    manager_->AnswerApproval(id, call_id, decision, [&](Status st) { p.set_value(st); });
+    return p.get_future().get();
+  }
+  static const Event* Find(const std::vector<Event>& log, std::string_view type) {
+    for (const auto& e : log) {
+      if (e.type == type) return &e;
+    }
+    return nullptr;
+  }
+  EchoTool* echo_ = nullptr;
+};
+
+INSTANTIATE_TEST_SUITE_P(Backends, ApprovalTest, store::testing::BackendNames(), store::testing::BackendTestName);
+
+TEST_P(ApprovalTest, ACallThePresetAsksAboutWaitsAndRunsOnceAllowed) {
+  std::string id = StartAsking("c1");
+  // Nothing ran while it waits; a second model call was not made.
+  EXPECT_TRUE(echo_->calls().empty());
+  EXPECT_EQ(model_.requests().size(), 1u);
+  auto waiting = Log(id);
+  const Event* request = Find(waiting, event_types::kApprovalRequested);
+  ASSERT_NE(request, nullptr);
+  EXPECT_EQ(request->data["name"], "echo_args");
+  EXPECT_EQ(request->data["timeout_seconds"], 900);
+  EXPECT_NE(request->data.value("summary", "").find("rm -rf build"), std::string::npos);
+
+  ASSERT_TRUE(Answer(id, "c1", "allow_once").ok());
+  auto log = waiter_.WaitForTurnEnds(id, 1);
+  EXPECT_EQ(echo_->calls().size(), 1u);
+  const Event* decision = Find(log, event_types::kApproval);
+  ASSERT_NE(decision, nullptr);
+  EXPECT_EQ(decision->data["decision"], "allow_once");
+  EXPECT_EQ(decision->data["by"], "person");
+  EXPECT_EQ(Texts(log, et::kAssistantMessage).back(), "done");
+  // A second answer finds nothing waiting.
+  EXPECT_EQ(Answer(id, "c1", "deny").code(), codes::kConflict);
+}
+
+TEST_P(ApprovalTest, ADeniedCallDoesNotRunAndTheModelLearnsWhy) {
+  std::string id = StartAsking("c1");
+  EXPECT_EQ(Answer(id, "c1", "maybe").code(), codes::kInvalidArguments);
+  EXPECT_EQ(Answer(id, "other", "deny").code(), codes::kConflict);
+  ASSERT_TRUE(Answer(id, "c1", "deny").ok());
+  auto log = waiter_.WaitForTurnEnds(id, 1);
+  EXPECT_TRUE(echo_->calls().empty());
+  const Event* result = Find(log, et::kToolResult);
+  ASSERT_NE(result, nullptr);
+  EXPECT_EQ(result->data["error"]["code"], "tool_denied");
+  ASSERT_EQ(model_.requests().size(), 2u);
+  EXPECT_NE(model_.requests()[1].messages.back().text.find("tool_denied"), std::string::npos);
+}
+
+TEST_P(ApprovalTest, AllowForTheSessionIsAGrantThatOutlivesTheHost) {
+  std::string id = StartAsking("c1");
+  ASSERT_TRUE(Answer(id, "c1", "allow_session").ok());
+  waiter_.WaitForTurnEnds(id, 1);
+  // The next turn's call runs without asking.
+  model_.Push(ScriptedModel::ToolCalls({{"c2", "echo_args", R"({"text":"again"})"}}));
+  model_.Push(ScriptedModel::Text("done again"));
+  ASSERT_TRUE(Deliver(id, "once more").ok());
+  waiter_.WaitForTurnEnds(id, 2);
+  EXPECT_EQ(echo_->calls().size(), 2u);
+  // So does one after a restart: the grant is in the log.
+  manager_->Stop();
+  manager_ = MakeManager();
+  manager_->Start();
+  model_.Push(ScriptedModel::ToolCalls({{"c3", "echo_args", R"({"text":"after restart"})"}}));
+  model_.Push(ScriptedModel::Text("done after restart"));
+  ASSERT_TRUE(Deliver(id, "and again").ok());
+  auto log = waiter_.WaitForTurnEnds(id, 3);
+  EXPECT_EQ(echo_->calls().size(), 3u);
+  EXPECT_EQ(EventWaiter::Count(log, event_types::kApprovalRequested), 1u);
+}
+
+TEST_P(ApprovalTest, NoAnswerWithinTheTimeoutIsAnsweredApprovalTimeout) {
+  approval_timeout_ = 200ms;
+  manager_->Stop();
+  manager_ = MakeManager();
+  manager_->Start();
+  std::string id = StartAsking("c1");
+  auto log = waiter_.WaitForTurnEnds(id, 1);
+  EXPECT_TRUE(echo_->calls().empty());
+  const Event* decision = Find(log, event_types::kApproval);
+  ASSERT_NE(decision, nullptr);
+  EXPECT_EQ(decision->data["decision"], "timeout");
+  EXPECT_EQ(decision->data["by"], "timeout");
+  EXPECT_EQ(Find(log, et::kToolResult)->data["error"]["code"], "approval_timeout");
+  EXPECT_EQ(Answer(id, "c1", "allow_once").code(), codes::kConflict);
+}
+
+TEST_P(ApprovalTest, APresetThatDeniesATookRefusesWithoutAsking) {
+  std::string id = StartAsking("c1", "denier");
+  auto log = waiter_.WaitForTurnEnds(id, 1);
+  EXPECT_TRUE(echo_->calls().empty());
+  EXPECT_EQ(Find(log, event_types::kApprovalRequested), nullptr);
+  EXPECT_EQ(Find(log, et::kToolResult)->data["error"]["code"], "tool_denied");
+}
+
+TEST_P(ApprovalTest, StoppingTheTurnEndsTheWait) {
+  std::string id = StartAsking("c1");
+  manager_->Cancel(id);
+  auto log = waiter_.WaitForTurnEnds(id, 1);
+  EXPECT_TRUE(echo_->calls().empty());
+  EXPECT_EQ(Find(log, et::kToolResult)->data["error"]["code"], "cancelled");
+  EXPECT_EQ(Answer(id, "c1", "allow_once").code(), codes::kConflict);
+}
+
+TEST_P(ApprovalTest, AHostStoppedWhileACallWaitsAnswersItInterruptedOnResume) {
+  std::string id = StartAsking("c1");
+  manager_->Stop();
+  EXPECT_TRUE(echo_->calls().empty());
+  manager_ = MakeManager();
+  manager_->Start();  // the sweep resumes the session for its pending message
+  auto log = waiter_.WaitForTurnEnds(id, 1);
+  EXPECT_TRUE(echo_->calls().empty());
+  EXPECT_EQ(Find(log, et::kToolResult)->data["error"]["code"], "interrupted");
+}
 }  // namespace
 }  // namespace dsh::agent

@@ -12,6 +12,13 @@
 
 namespace dsh::agent {
 
+// What a preset lets an agent do with a tool (docs/TOOLS.md): run it, ask a
+// person first, or refuse. Only a model's calls inside a turn are asked
+// about; a person's own calls (`POST /api/tools/{name}`, `dsh tool`) run.
+enum class Permission { kAllow, kAsk, kDeny };
+std::string_view PermissionName(Permission permission);  // "allow" | "ask" | "deny"
+std::optional<Permission> ParsePermission(std::string_view name);
+
 // Who is calling a tool. The same for a model's tool call inside a turn and
 // for `POST /api/tools/{name}`.
 struct ToolContext {
@@ -52,6 +59,12 @@ class Tool {
   // child session's agent does not see it, and the registry answers a call
   // whose context is deeper with `unknown_tool`.
   virtual bool root_only() const { return false; }
+  // What a preset that says nothing about this tool lets an agent do.
+  virtual Permission default_permission() const { return Permission::kAllow; }
+  // What a person deciding whether to allow a call sees: {"summary": one
+  // line (the command, the path), "detail"?: more (a diff)}. `args` may not
+  // have been validated yet.
+  virtual Json DescribeCall(const Json& args) const;
   // Validates `args` and runs the tool. `done` is called exactly once, on any
   // thread, with the result or an error (`invalid_arguments` for bad args,
   // before anything runs).

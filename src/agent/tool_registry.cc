@@ -5,6 +5,36 @@
 
 namespace dsh::agent {
 
+std::string_view PermissionName(Permission permission) {
+  switch (permission) {
+    case Permission::kAllow:
+      return "allow";
+    case Permission::kAsk:
+      return "ask";
+    case Permission::kDeny:
+      return "deny";
+  }
+  return "deny";
+}
+
+std::optional<Permission> ParsePermission(std::string_view name) {
+  if (name == "allow") return Permission::kAllow;
+  if (name == "ask") return Permission::kAsk;
+  if (name == "deny") return Permission::kDeny;
+  return std::nullopt;
+}
+
+Json Tool::DescribeCall(const Json& args) const {
+  constexpr size_t kMaxChars = 200;
+  std::string text = DumpJson(args);
+  if (text.size() > kMaxChars) {
+    size_t cut = kMaxChars;
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 sequence
+    text = text.substr(0, cut) + "…";
+  }
+  return Json{{"summary", name() + " " + text}};
+}
+
 Status ToolRegistry::CheckName(const std::string& name) {
   if (name.empty() || name.size() > 64 ||
       name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != std::string::npos) {

@@ -150,6 +150,12 @@ const Spec& RootSpec() {
                  {"tools", SetOf(Matching("(mcp:)?[a-z0-9_-]+", std::string("a tool group name (") + kIdHint +
                                                                       ", or mcp:SERVER)"),
                                  "a list of distinct tool group names")},
+                 {"permissions", MapOf("[A-Za-z0-9_-]{1,64}", "tool name: use letters, digits, `_` and `-`",
+                                       Str({"allow", "ask", "deny"}, "allow, ask or deny"),
+                                       "a mapping of tool names to allow, ask or deny")},
+                 {"network", Bool()},
+                 {"fetch_private", Bool()},
+                 {"roots", SetOf(Matching("/.*", "an absolute path"), "a list of distinct absolute paths")},
              }),
              "a mapping of preset ids to presets")},
       {"default_preset", Matching(kIdPattern, std::string("a preset id (") + kIdHint + ")")},
@@ -172,6 +178,7 @@ const Spec& RootSpec() {
                    }),
                    "a mapping of MCP server names to servers")}})},
       {"agents", Map({{"idle_eviction", Int(1, 31'536'000)}, {"max_steps", Int(1, 10'000)}})},
+      {"tools", Map({{"approval_timeout", Int(1, 86'400)}, {"sandbox", Bool()}})},
       {"plugins", Map({{"loop", Map({{"enabled", Bool()}})},
                        {"sessions", Map({{"enabled", Bool()}})},
                        {"schedule", Map({{"enabled", Bool()}})},
@@ -384,6 +391,16 @@ Config Decode(const YAML::Node& root) {
         p.tool_groups = kv.second["tools"].as<std::vector<std::string>>();
         p.all_tools = false;
       }
+      if (kv.second.IsMap()) {
+        if (auto perms = kv.second["permissions"]; perms && perms.IsMap()) {
+          for (const auto& t : perms) p.permissions[t.first.Scalar()] = t.second.as<std::string>();
+        }
+        if (kv.second["network"]) p.network = kv.second["network"].as<bool>();
+        if (kv.second["fetch_private"]) p.fetch_private = kv.second["fetch_private"].as<bool>();
+        if (kv.second["roots"]) {
+          for (const auto& r : kv.second["roots"].as<std::vector<std::string>>()) p.roots.push_back(NormalizePath(r));
+        }
+      }
       by_id[p.id] = std::move(p);
     }
     c.presets.clear();
@@ -394,6 +411,10 @@ Config Decode(const YAML::Node& root) {
     std::map<std::string, std::string> by_id;
     for (const auto& kv : s) by_id[kv.first.Scalar()] = NormalizePath(kv.second.as<std::string>());
     for (auto& [id, path] : by_id) c.workspaces.push_back(Config::Workspace{id, std::move(path)});
+  }
+  if (auto s = root["tools"]; s && s.IsMap()) {
+    if (s["approval_timeout"]) c.tools.approval_timeout_seconds = s["approval_timeout"].as<int64_t>();
+    if (s["sandbox"]) c.tools.sandbox = s["sandbox"].as<bool>();
   }
   if (auto s = root["interface"]; s && s.IsMap()) {
     if (s["global_session"]) c.interface.global_session = s["global_session"].as<bool>();

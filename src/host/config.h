@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -88,6 +89,12 @@ struct Config {
     // Tool groups the preset may use ("sessions", "loop", ...); empty = all.
     std::vector<std::string> tool_groups;
     bool all_tools = true;  // true when `tools` was not given
+    // `permissions.TOOL`: "allow", "ask" or "deny" (docs/TOOLS.md); a tool
+    // not named keeps its default.
+    std::map<std::string, std::string> permissions;
+    bool network = false;        // `network`: bash may reach the network
+    bool fetch_private = false;  // `fetch_private`: fetch may reach loopback and private addresses
+    std::vector<std::string> roots;  // `roots`: absolute directories besides the session's cwd
   };
   // In id order. Always holds a "default": the built-in one (empty prompt,
   // all tools) unless a declared preset of that id replaces it.
@@ -108,6 +115,11 @@ struct Config {
   struct Interface {
     bool global_session = true;  // `interface.global_session`
   } interface;
+
+  struct Tools {
+    int64_t approval_timeout_seconds = 900;  // `tools.approval_timeout` (1..86400)
+    bool sandbox = true;                     // `tools.sandbox`: false runs bash without bubblewrap
+  } tools;
 
   struct Agents {
     int64_t idle_eviction_seconds = 600;  // `agents.idle_eviction` (seconds, >= 1)

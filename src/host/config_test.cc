@@ -441,6 +441,41 @@ TEST(Config, ReadsModelProvidersPresetsWorkspacesInterfaceAndAgents) {
   EXPECT_EQ(c->agents.max_steps, 7);
 }
 
+TEST(Config, ReadsToolPermissionsNetworkRootsAndTheApprovalTimeout) {
+  auto c = ParseConfigText("x.yml",
+                           "presets:\n  reviewer:\n    permissions: {write: deny, edit: deny, bash: deny, read: allow}\n"
+                           "  trusted:\n    permissions: {bash: allow}\n    network: true\n    fetch_private: true\n"
+                           "    roots: [/srv/data/, /opt/./x]\n"
+                           "tools:\n  approval_timeout: 60\n  sandbox: false\n");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const Config::Preset* reviewer = c->FindPreset("reviewer");
+  ASSERT_NE(reviewer, nullptr);
+  EXPECT_EQ(reviewer->permissions, (std::map<std::string, std::string>{
+                                       {"bash", "deny"}, {"edit", "deny"}, {"read", "allow"}, {"write", "deny"}}));
+  EXPECT_FALSE(reviewer->network);
+  EXPECT_FALSE(reviewer->fetch_private);
+  EXPECT_TRUE(reviewer->roots.empty());
+  const Config::Preset* trusted = c->FindPreset("trusted");
+  ASSERT_NE(trusted, nullptr);
+  EXPECT_TRUE(trusted->network);
+  EXPECT_TRUE(trusted->fetch_private);
+  EXPECT_EQ(trusted->roots, (std::vector<std::string>{"/srv/data", "/opt/x"}));
+  EXPECT_EQ(c->tools.approval_timeout_seconds, 60);
+  EXPECT_FALSE(c->tools.sandbox);
+
+  auto defaults = ParseConfigText("x.yml", "");
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->tools.approval_timeout_seconds, 900);
+  EXPECT_TRUE(defaults->tools.sandbox);
+
+  auto bad = ParseConfigText("x.yml", "presets:\n  p:\n    permissions: {bash: sometimes}\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("presets.p.permissions.bash"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("allow, ask or deny"), std::string::npos);
+  EXPECT_FALSE(ParseConfigText("x.yml", "presets:\n  p:\n    roots: [relative/dir]\n").ok());
+  EXPECT_FALSE(ParseConfigText("x.yml", "tools:\n  approval_timeout: 0\n").ok());
+}
+
 TEST(Config, ADeclaredDefaultPresetReplacesTheBuiltIn) {
   auto c = ParseConfigText("x.yml", "presets:\n  default:\n    system_prompt: hi\n    tools: [loop]\n");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
@@ -506,7 +541,7 @@ TEST(Config, ABadNewKeyValueNamesTheFileAndTheFullKeyPath) {
       {"presets: 3\n", "`presets` must be a mapping of preset ids to presets"},
       {"presets:\n  Coder: {}\n", "`presets.Coder` is not a valid preset id: use lowercase"},
       {"presets:\n  coder: {prompt: x}\n",
-       "unknown key `presets.coder.prompt` (known here: system_prompt, tools)"},
+       "unknown key `presets.coder.prompt` (known here: fetch_private, network, permissions, roots, system_prompt, tools)"},
       {"presets:\n  coder: {system_prompt: [x]}\n", "`presets.coder.system_prompt` must be a string"},
       {"presets:\n  coder: {tools: sessions}\n",
        "`presets.coder.tools` must be a list of distinct tool group names"},

@@ -74,6 +74,7 @@ Result<std::unique_ptr<Host>> Host::Open(const HostOptions& options) {
   agent::AgentManagerOptions agent_options;
   agent_options.idle_eviction = std::chrono::seconds(host->config_.agents.idle_eviction_seconds);
   agent_options.max_steps = static_cast<int>(host->config_.agents.max_steps);
+  agent_options.approval_timeout = std::chrono::seconds(host->config_.tools.approval_timeout_seconds);
   if (options.agent_options) agent_options = *options.agent_options;
   agent_options.metrics = &host->metrics_;
   agent::AgentEnvironment env;
@@ -86,6 +87,9 @@ Result<std::unique_ptr<Host>> Host::Open(const HostOptions& options) {
       view.system_prompt = p->system_prompt;
       view.all_tools = p->all_tools;
       view.tool_groups = p->tool_groups;
+      for (const auto& [tool, name] : p->permissions) {
+        if (auto permission = agent::ParsePermission(name)) view.permissions[tool] = *permission;  // checked on load
+      }
     }
     return view;
   };

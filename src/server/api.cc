@@ -203,6 +203,18 @@ const ObjectSchema<MessageBody>& MessageBodySchema() {
   return *schema;
 }
 
+// The body of POST /api/sessions/{id}/approvals/{call_id}.
+struct ApprovalBody {
+  std::string decision;
+};
+const ObjectSchema<ApprovalBody>& ApprovalBodySchema() {
+  static const auto* schema = new ObjectSchema<ApprovalBody>(
+      ObjectSchema<ApprovalBody>("A person's answer to a tool call waiting for approval.")
+          .Field("decision", &ApprovalBody::decision, "allow_once, allow_session or deny",
+                 StringRule{.non_empty = true, .trim = false, .one_of = {"allow_once", "allow_session", "deny"}}));
+  return *schema;
+}
+
 // The body of POST /api/sessions.
 struct CreateBody {
   std::optional<std::string> preset;
@@ -287,6 +299,7 @@ const std::vector<Api::Route>& Api::Routes() {
       {"POST", "/api/sessions/{id}/messages", &Api::PostMessage},
       {"POST", "/api/sessions", &Api::CreateSession},
       {"POST", "/api/sessions/{id}/cancel", &Api::CancelTurn},
+      {"POST", "/api/sessions/{id}/approvals/{call_id}", &Api::AnswerApproval},
       {"POST", "/api/sessions/{id}/fork", &Api::ForkSession},
       {"POST", "/api/sessions/{id}/resume", &Api::ResumeSession},
       {"GET", "/api/host", &Api::HostInfo},
@@ -971,6 +984,34 @@ void Api::CancelTurn(const PathParams& params, HttpRequest req, Respond respond)
     if (running) agents.Cancel(id);
     respond(HttpResponse::FromJson(200, Json{{"cancelled", running}, {"status", agent::AgentStatusName(status)}}));
   });
+}
+
+void Api::AnswerApproval(const PathParams& params, HttpRequest req, Respond respond) const {
+  if (services_.host == nullptr) return respond(Unavailable("the agent runtime"));
+  if (Status st = CheckQuery(req, {}); !st.ok()) return respond(HttpResponse::FromError(st));
+  auto body = DecodeBody(req, ApprovalBodySchema());
+  if (!body.ok()) return respond(HttpResponse::FromError(body.status()));
+  const std::string& id = params.at("id");
+  const std::string& call_id = params.at("call_id");
+  auto& agents = services_.host->agents();
+  agents.AnswerApproval(id, call_id, body->decision,
+                        [&agents, id, call_id, decision = body->decision, respond = std::move(respond)](Status st) {
+                          if (st.ok()) {
+                            return respond(HttpResponse::FromJson(
+                                200, Json{{"session_id", id}, {"call_id", call_id}, {"decision", decision}}));
+                          }
+                          if (st.code() != "not_live") return respond(HttpResponse::FromError(st));
+                          // Not live here: a missing session is a 404; otherwise
+                          // nothing waits here (cold, or live on another host).
+                          agents.GetStatus(id, [id, call_id, respond](agent::AgentStatus status) {
+                            if (status == agent::AgentStatus::kMissing) {
+                              return respond(HttpResponse::FromError(NotFound("no session " + id)));
+                            }
+                            respond(HttpResponse::FromError(Status(
+                                codes::kConflict, "no tool call " + call_id + " waits for approval in session " + id +
+                                                      " on this host (its turn ended, or it runs on another host)")));
+                          });
+                        });
 }
 
 void Api::ResumeSession(const PathParams& params, HttpRequest req, Respond respond) const {

@@ -125,6 +125,7 @@ class Api {
   void PostMessage(const PathParams& params, HttpRequest req, Respond respond) const;
   void CreateSession(const PathParams& params, HttpRequest req, Respond respond) const;
   void CancelTurn(const PathParams& params, HttpRequest req, Respond respond) const;
+  void AnswerApproval(const PathParams& params, HttpRequest req, Respond respond) const;
   void ForkSession(const PathParams& params, HttpRequest req, Respond respond) const;
   // POST /api/sessions/{id}/resume: makes a cold session live here (its
   // overdue reminders then fire); idempotent for a live one.

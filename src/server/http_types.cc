@@ -24,6 +24,8 @@ int HttpStatusFor(const std::string& code) {
       {"invalid_reasoning_effort", 400}, {"invalid_config", 400}, {"no_default_model", 400},
       {"timezone_confirmation_required", 400}, {"nonexistent_local_time", 400}, {"not_future", 400},
       {"unauthorized", 401}, {"forbidden", 403},
+      // Refused by the workspace rules (docs/TOOLS.md).
+      {"path_outside_workspace", 403}, {"address_not_allowed", 403}, {"tool_denied", 403},
       {"not_found", 404}, {"unknown_tool", 404}, {"unknown_command", 404}, {"unknown_loop", 404},
       {"unknown_provider", 404}, {"unknown_model", 404},
       {"method_not_allowed", 405},
@@ -34,10 +36,12 @@ int HttpStatusFor(const std::string& code) {
       // The model provider failed.
       {"model_error", 502}, {"model_bad_response", 502}, {"model_timeout", 504},
       {"unavailable", 503}, {"contended", 503}, {"shutting_down", 503}, {"persistence_uncertain", 503}, {"model_unavailable", 503},
+      {"sandbox_unavailable", 503},
       // An MCP server failed.
       {"mcp_error", 502}, {"mcp_unavailable", 503}, {"mcp_timeout", 504},
       // Everything else is ours: internal, io_error, storage_error, commit_failed, corrupt_event,
-      // corrupt_loop, schema_too_new, and the turn outcomes step_limit, interrupted, cancelled.
+      // corrupt_loop, schema_too_new, and the turn outcomes step_limit, interrupted, cancelled,
+      // and the tool outcome approval_timeout.
       {"corrupt_schedule_log", 500},
   };
   auto it = kTable.find(code);

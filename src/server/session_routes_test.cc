@@ -1173,6 +1173,20 @@ TEST_F(McpHostRoutesTest, TheChangeFeedSaysWhenAnMcpServerChangesState) {
   EXPECT_TRUE((*feed)->Close().ok());
 }
 
+TEST_F(HostRoutesTest, AnApprovalAnswerNeedsAWaitingCallAndAKnownDecision) {
+  std::string id = Create()["id"];
+  auto none = Post("/api/sessions/" + id + "/approvals/call_1", {{"decision", "allow_once"}});
+  EXPECT_EQ(none.status, 409) << none.body;
+  EXPECT_EQ(Error(none)["code"], "conflict");
+  auto bad = Post("/api/sessions/" + id + "/approvals/call_1", {{"decision", "sure"}});
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  EXPECT_NE(Error(bad)["message"].get<std::string>().find("decision"), std::string::npos) << bad.body;
+  auto extra = Post("/api/sessions/" + id + "/approvals/call_1", {{"decision", "deny"}, {"why", "no"}});
+  EXPECT_EQ(extra.status, 400) << extra.body;
+  auto missing = Post("/api/sessions/ses_nope/approvals/call_1", {{"decision", "deny"}});
+  EXPECT_EQ(missing.status, 404) << missing.body;
+}
+
 // GET /api/search over a real host: what a person said and what the model
 // answered are found soon after, by word or prefix; a rename is found by
 // its new title; bad queries are refused.

@@ -222,6 +222,9 @@ export const api = {
       `/api/sessions/${encodeURIComponent(sessionId)}/messages`,
       withZone(key ? { message, mode, key } : { message, mode }),
     ),
+  approve: (sessionId: string, callId: string, decision: "allow_once" | "allow_session" | "deny") =>
+    request<{ decision: string }>(
+      "POST", `/api/sessions/${encodeURIComponent(sessionId)}/approvals/${encodeURIComponent(callId)}`, { decision }),
   cancel: (sessionId: string) =>
     request<{ cancelled: boolean }>("POST", `/api/sessions/${encodeURIComponent(sessionId)}/cancel`, {}),
   fork: (sessionId: string, seedLength: number) =>

@@ -6,6 +6,7 @@ import { scheduleWords } from "./lib/loops";
 import {
   addDelta,
   appendEvents,
+  awaitsApproval,
   blockOfSeq,
   blocksOf,
   emptyConversation,
@@ -14,6 +15,7 @@ import {
   prependEvents,
   prettyJson,
   type Block,
+  type ToolBlock,
 } from "./lib/stream";
 import { copyText, onMarkdownClick, renderMarkdown, useHighlighter, wantsHighlighter } from "./markdown";
 import { TimeAgo } from "./time_ago";
@@ -232,7 +234,7 @@ export function Conversation({
   for (const b of blocks) {
     flushResults(b.seq - 1);
     items.push(
-      <BlockView key={b.key} block={b} onFork={onFork} onRetry={onRetry} sessionTimeZone={sessionTimeZone ?? null} loops={loops}
+      <BlockView key={b.key} block={b} sessionId={sessionId} onFork={onFork} onRetry={onRetry} sessionTimeZone={sessionTimeZone ?? null} loops={loops}
                  focused={focusBlock?.key === b.key} />,
     );
   }
@@ -321,8 +323,9 @@ function short(text: string): string {
   return line.length > 60 ? line.slice(0, 59) + "…" : line;
 }
 
-function BlockView({ block, onFork, onRetry, sessionTimeZone, loops, focused }: {
+function BlockView({ block, sessionId, onFork, onRetry, sessionTimeZone, loops, focused }: {
   block: Block;
+  sessionId: string;
   onFork: Props["onFork"];
   onRetry: Props["onRetry"];
   sessionTimeZone: string | null;
@@ -375,15 +378,18 @@ function BlockView({ block, onFork, onRetry, sessionTimeZone, loops, focused }: 
         </li>
       );
     case "tool": {
+      if (awaitsApproval(block)) return <ApprovalCard block={block} sessionId={sessionId} focused={focused} />;
       // Arguments and result as formatted JSON, collapsed; failed in words.
       const failed = !!block.error;
       const state = failed ? "failed" : block.done ? "done" : "running…";
+      const decided = block.approval?.decision ? DECISIONS[block.approval.decision] ?? block.approval.decision : null;
       return (
         <li class={`block tool${failed ? " failed" : ""}${f}`} data-seq={block.seq} {...mark}>
           <details>
             <summary>
               Tool <code>{block.name}</code>{" "}
               <span class={`tag${failed ? " bad" : ""}`}>{state}</span>
+              {decided && <span class="tag">{decided}</span>}
               <Meta at={block.at} />
             </summary>
             {block.args !== undefined && (
@@ -440,10 +446,64 @@ function BlockView({ block, onFork, onRetry, sessionTimeZone, loops, focused }: 
     case "running":
       return (
         <li class="block running" aria-live="polite">
-          <span class="dot running" aria-hidden="true" /> Working…
+          <span class="dot running" aria-hidden="true" /> {block.waiting ? "Waiting for approval…" : "Working…"}
         </li>
       );
   }
+}
+
+// How a decided approval reads on its tool call.
+const DECISIONS: Record<string, string> = {
+  allow_once: "allowed once",
+  allow_session: "allowed for this session",
+  deny: "denied",
+  timeout: "approval timed out",
+};
+
+// A tool call waiting for the person (docs/TOOLS.md): what it would do, and
+// the three answers. The card stays until the decision is in the log (the
+// stream brings it); a refused answer (answered elsewhere, timed out) says why.
+function ApprovalCard({ block, sessionId, focused }: {
+  block: ToolBlock;
+  sessionId: string;
+  focused: boolean;
+}) {
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const approval = block.approval!;
+  const answer = async (decision: "allow_once" | "allow_session" | "deny") => {
+    setBusy(true);
+    setError(null);
+    try {
+      await api.approve(sessionId, block.callId, decision);
+    } catch (e) {
+      setError(e instanceof Error ? e.message : String(e));
+      setBusy(false);
+    }
+  };
+  const until = new Date(approval.requestedAt + approval.timeoutSeconds * 1000);
+  const f = focused ? " focused" : "";
+  return (
+    <li class={`block approval${f}`} data-seq={block.seq} data-key={block.key} tabIndex={focused ? -1 : undefined}>
+      <article aria-label={`Approval needed: ${block.name}`}>
+        <div class="who">
+          Approval needed <code>{block.name}</code>
+          <Meta at={approval.requestedAt} />
+        </div>
+        <pre class="approval-summary" aria-label="What it would do">{approval.summary}</pre>
+        {approval.detail && <pre class="approval-detail" aria-label="Changes">{approval.detail}</pre>}
+        <div class="approval-actions">
+          <button type="button" disabled={busy} onClick={() => answer("allow_once")}>Allow once</button>
+          <button type="button" disabled={busy} onClick={() => answer("allow_session")}>Allow for this session</button>
+          <button type="button" class="danger" disabled={busy} onClick={() => answer("deny")}>Deny</button>
+        </div>
+        <p class="hint">
+          Waits until {until.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })}; then the call is not run.
+        </p>
+        {error && <p class="error-text" role="alert">{error}</p>}
+      </article>
+    </li>
+  );
 }
 
 // The receipt of a delivered reminder (docs/REMINDERS.md): its follow-up was

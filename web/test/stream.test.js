@@ -166,3 +166,30 @@ test("a delta of another model call starts the pending answer afresh; one withou
   q = addDelta(q, { after_seq: 1, kind: "text", offset: 0, text: "a😀b" });
   assert.equal(q.text, "a😀b");
 });
+
+test("a call waiting for approval is marked until its decision or result is in the log", async () => {
+  const { awaitsApproval } = await import("../src/lib/stream.js");
+  const start = [
+    ev(1, "turn/start"),
+    ev(2, "message/user", { text: "clean up" }),
+    ev(3, "tool/call", { call_id: "c1", name: "bash", arguments: { command: "rm -rf build" } }),
+    ev(4, "tool/approval_requested", { call_id: "c1", name: "bash", summary: "rm -rf build", timeout_seconds: 900 }),
+  ];
+  let blocks = blocksOf(start);
+  const tool = blocks[1];
+  assert.equal(tool.callId, "c1");
+  assert.equal(awaitsApproval(tool), true);
+  assert.deepEqual(tool.approval, { summary: "rm -rf build", detail: null, requestedAt: 1767225600004, timeoutSeconds: 900 });
+  assert.equal(blocks.at(-1).kind, "running");
+  assert.equal(blocks.at(-1).waiting, true, "the turn says it waits for the person");
+
+  blocks = blocksOf([...start, ev(5, "tool/approval", { call_id: "c1", name: "bash", decision: "deny", by: "person" })]);
+  assert.equal(awaitsApproval(blocks[1]), false);
+  assert.equal(blocks[1].approval.decision, "deny");
+  assert.equal(blocks[1].approval.summary, "rm -rf build", "the request stays readable");
+  assert.equal(blocks.at(-1).waiting, false);
+
+  // A host restart answers the call `interrupted` without a decision.
+  blocks = blocksOf([...start, ev(5, "tool/result", { call_id: "c1", name: "bash", error: { code: "interrupted", message: "" } })]);
+  assert.equal(awaitsApproval(blocks[1]), false);
+});

@@ -60,7 +60,7 @@ export type Block =
   | TurnError
   | Receipt
   | LoopRun
-  | { kind: "running"; key: string; seq: number };
+  | { kind: "running"; key: string; seq: number; waiting: boolean };
 
 /**
  * An answer or its reasoning. `partial`: the turn was stopped while it was
@@ -81,6 +81,7 @@ export interface ToolBlock {
   key: string;
   seq: number;
   at: number;
+  callId: string;
   name: string;
   /** The call's arguments as stored (a JSON object; a JSON string from older hosts); undefined when the call is not held. */
   args: unknown;
@@ -88,6 +89,24 @@ export interface ToolBlock {
   error?: { code?: string; message?: string };
   /** A tool/result is held (with a result or an error). */
   done: boolean;
+  /** The preset asked a person before the call runs (docs/TOOLS.md). */
+  approval?: Approval;
+}
+
+/** A tool call's approval request and, once given, its decision. */
+export interface Approval {
+  summary: string;
+  /** More to decide by: a diff for write and edit. */
+  detail: string | null;
+  requestedAt: number;
+  timeoutSeconds: number;
+  /** "allow_once" | "allow_session" | "deny" | "timeout"; absent while it waits. */
+  decision?: string;
+}
+
+/** True while the call waits for a person's decision. */
+export function awaitsApproval(b: ToolBlock): boolean {
+  return !!b.approval && b.approval.decision === undefined && !b.done;
 }
 
 /**
@@ -265,7 +284,10 @@ export function blocksOf(events: StoredEvent[]): Block[] {
         break;
       case "tool/call":
         calls.set(String(d.call_id), blocks.length);
-        blocks.push({ kind: "tool", key, seq: e.seq, at: e.at, name: String(d.name ?? ""), args: d.arguments, done: false });
+        blocks.push({
+          kind: "tool", key, seq: e.seq, at: e.at, callId: String(d.call_id ?? ""), name: String(d.name ?? ""),
+          args: d.arguments, done: false,
+        });
         break;
       case "tool/result": {
         const at = calls.get(String(d.call_id));
@@ -278,6 +300,7 @@ export function blocksOf(events: StoredEvent[]): Block[] {
             key,
             seq: e.seq,
             at: e.at,
+            callId: String(d.call_id ?? ""),
             name: String(d.name ?? ""),
             args: undefined,
             result: d.result,
@@ -285,6 +308,22 @@ export function blocksOf(events: StoredEvent[]): Block[] {
             done: true,
           });
         }
+        break;
+      }
+      case "tool/approval_requested":
+      case "tool/approval": {
+        const at = calls.get(String(d.call_id));
+        const block = at === undefined ? null : blocks[at];
+        if (!block || block.kind !== "tool") break;  // its call is before the window
+        const approval: Approval = e.type === "tool/approval"
+          ? { ...(block.approval ?? { summary: "", detail: null, requestedAt: e.at, timeoutSeconds: 0 }), decision: String(d.decision ?? "") }
+          : {
+              summary: String(d.summary ?? ""),
+              detail: typeof d.detail === "string" ? d.detail : null,
+              requestedAt: e.at,
+              timeoutSeconds: typeof d.timeout_seconds === "number" ? d.timeout_seconds : 0,
+            };
+        blocks[at ?? 0] = { ...block, approval };
         break;
       }
       case "schedule/change": {
@@ -319,7 +358,10 @@ export function blocksOf(events: StoredEvent[]): Block[] {
         break;  // titles, loops: not conversation
     }
   }
-  if (open) blocks.push({ kind: "running", key: "running", seq: events.length ? events[events.length - 1].seq : 0 });
+  if (open) {
+    const waiting = blocks.some((b) => b.kind === "tool" && awaitsApproval(b));
+    blocks.push({ kind: "running", key: "running", seq: events.length ? events[events.length - 1].seq : 0, waiting });
+  }
   return blocks;
 }
 

@@ -1,0 +1,1 @@
+#include "plugins/workspace/file_tools.h"

@@ -1,0 +1,1 @@
+#include "plugins/workspace/sandbox.h"

@@ -1,0 +1,1 @@
+#include "plugins/workspace/workspace_paths.h"

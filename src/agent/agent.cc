@@ -476,6 +476,7 @@ void Agent::RunTools(std::vector<ModelToolCall> calls, size_t index, std::vector
 
 void Agent::ToolDone(std::vector<ModelToolCall> calls, size_t index, std::vector<EventDraft> results,
                      Result<Json> result) {
+  manager_.CountToolCall(calls[index].name, result.ok() ? std::string("ok") : result.status().code());
   results.push_back(ToolResultDraft(calls[index], result));
   RunTools(std::move(calls), index + 1, std::move(results));
 }
@@ -750,6 +751,7 @@ bool Agent::ToolAllowed(const std::string& name) const {
   std::shared_ptr<const Tool> tool = manager_.tools_.Find(name);
   if (tool == nullptr) return false;
   if (tool->root_only() && header_.delegation_depth > 0) return false;
+  if (tool->needs_cwd() && (!header_.cwd || header_.cwd->empty())) return false;
   if (preset_.all_tools) return true;
   std::string group = manager_.tools_.GroupOf(name);
   return std::find(preset_.tool_groups.begin(), preset_.tool_groups.end(), group) != preset_.tool_groups.end();

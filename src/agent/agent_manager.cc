@@ -59,7 +59,14 @@ AgentManager::AgentManager(boost::asio::io_context& ioc, store::Database& db, se
     model_tokens_ = &m->AddCounterFamily("dsh_model_tokens_total",
                                          "Tokens the provider counted, by route and direction (input or output); "
                                          "providers that report no usage add nothing.", {"route", "direction"});
+    tool_calls_ = &m->AddCounterFamily("dsh_tool_calls_total", "Tool calls of this host's agents, by tool and result "
+                                       "(ok or the error code: tool_denied, approval_timeout, ...).",
+                                       {"tool", "result"});
   }
+}
+
+void AgentManager::CountToolCall(const std::string& tool, const std::string& result) {
+  if (tool_calls_ != nullptr) tool_calls_->WithLabels({tool, result}).Inc();
 }
 
 void AgentManager::CountTurn(const std::string& route, bool completed, std::chrono::duration<double> took) {

@@ -243,6 +243,7 @@ class AgentManager {
   // Metrics (thread-safe; nothing without AgentManagerOptions::metrics).
   // `route` is "provider/model".
   void CountTurn(const std::string& route, bool completed, std::chrono::duration<double> took);
+  void CountToolCall(const std::string& tool, const std::string& result);
   void CountModelCall(const std::string& route, const Result<ModelResponse>& result, std::chrono::duration<double> took);
 
   boost::asio::io_context& ioc_;
@@ -285,6 +286,7 @@ class AgentManager {
   metrics::Family<metrics::Counter>* turns_ = nullptr;                 // route, result
   metrics::Family<metrics::Histogram>* turn_seconds_ = nullptr;        // route
   metrics::Family<metrics::Counter>* model_calls_ = nullptr;           // route, result
+  metrics::Family<metrics::Counter>* tool_calls_ = nullptr;            // tool, result
   metrics::Family<metrics::Histogram>* model_call_seconds_ = nullptr;  // route
   metrics::Family<metrics::Counter>* model_tokens_ = nullptr;          // route, direction
 };

@@ -59,6 +59,9 @@ class Tool {
   // child session's agent does not see it, and the registry answers a call
   // whose context is deeper with `unknown_tool`.
   virtual bool root_only() const { return false; }
+  // True for a tool that works in the session's directory: an agent whose
+  // session has no `cwd` is not offered it.
+  virtual bool needs_cwd() const { return false; }
   // What a preset that says nothing about this tool lets an agent do.
   virtual Permission default_permission() const { return Permission::kAllow; }
   // What a person deciding whether to allow a call sees: {"summary": one

@@ -19,6 +19,7 @@
 #include "plugins/schedule/schedule_plugin.h"
 #include "plugins/sessions/sessions_tools.h"
 #include "plugins/time_context/time_context.h"
+#include "plugins/workspace/workspace_plugin.h"
 #include "server/api.h"
 #include "server/http_server.h"
 
@@ -96,7 +97,7 @@ int RunWeb(const WebFlags& flags, CommandContext& ctx) {
 
   unsigned threads = std::max(2u, std::min(4u, std::thread::hardware_concurrency()));
   // The composition (`plugins` in dsh.yml, docs/CONFIG.md): loop and
-  // sessions by default; time_context and schedule opt-in.
+  // sessions and workspace by default; time_context and schedule opt-in.
   const host::Config::Plugins& composition = host->config().plugins;
   if (composition.sessions) {
     if (Status st = plugins::sessions::RegisterSessionsPlugin(*host); !st.ok()) return Fail(ctx, st);
@@ -109,6 +110,9 @@ int RunWeb(const WebFlags& flags, CommandContext& ctx) {
   }
   if (composition.schedule) {
     if (Status st = plugins::schedule::RegisterSchedulePlugin(*host); !st.ok()) return Fail(ctx, st);
+  }
+  if (composition.workspace) {
+    if (Status st = plugins::workspace::RegisterWorkspacePlugin(*host); !st.ok()) return Fail(ctx, st);
   }
   if (Status st = host->Start(threads); !st.ok()) return Fail(ctx, st);
   boost::asio::io_context& ioc = host->io();
@@ -158,7 +162,8 @@ int RunWeb(const WebFlags& flags, CommandContext& ctx) {
   ctx.out << "open " << url << "?token=" << token << std::endl;
   std::string plugin_names;
   for (auto [on, name] : {std::pair{composition.sessions, "sessions"}, {composition.loop, "loop"},
-                          {composition.time_context, "time_context"}, {composition.schedule, "schedule"}}) {
+                          {composition.time_context, "time_context"}, {composition.schedule, "schedule"},
+                          {composition.workspace, "workspace"}}) {
     if (on) plugin_names += (plugin_names.empty() ? "" : ", ") + std::string(name);
   }
   spdlog::info("profile {} ({}), database {}, model {}, plugins: {}, allocator {}", host->profile().home().string(),

@@ -182,7 +182,8 @@ const Spec& RootSpec() {
       {"plugins", Map({{"loop", Map({{"enabled", Bool()}})},
                        {"sessions", Map({{"enabled", Bool()}})},
                        {"schedule", Map({{"enabled", Bool()}})},
-                       {"time_context", Map({{"enabled", Bool()}})}})},
+                       {"time_context", Map({{"enabled", Bool()}})},
+                       {"workspace", Map({{"enabled", Bool()}})}})},
   }));
   return *spec;
 }
@@ -448,7 +449,8 @@ Config Decode(const YAML::Node& root) {
     for (auto [name, enabled] : {std::pair<const char*, bool*>{"loop", &c.plugins.loop},
                                  {"sessions", &c.plugins.sessions},
                                  {"schedule", &c.plugins.schedule},
-                                 {"time_context", &c.plugins.time_context}}) {
+                                 {"time_context", &c.plugins.time_context},
+                                 {"workspace", &c.plugins.workspace}}) {
       if (auto p = s[name]; p && p.IsMap() && p["enabled"]) *enabled = p["enabled"].as<bool>();
     }
   }

@@ -127,13 +127,14 @@ struct Config {
   } agents;
 
   // `plugins.NAME.enabled`: which plugins the host composes. The names are
-  // fixed (the plugins compiled in); the default composition is loop and
-  // sessions on, schedule and time_context off.
+  // fixed (the plugins compiled in); the default composition is loop,
+  // sessions and workspace on, schedule and time_context off.
   struct Plugins {
     bool loop = true;           // `plugins.loop.enabled`: scheduled wake-ups (loop_* tools)
     bool sessions = true;       // `plugins.sessions.enabled`: session_* tools and /sessions
     bool schedule = false;      // `plugins.schedule.enabled`: session-local reminders (schedule_* tools)
     bool time_context = false;  // `plugins.time_context.enabled`: the current time in model requests
+    bool workspace = true;      // `plugins.workspace.enabled`: read, write, edit, list, grep, bash, fetch
   } plugins;
 
   // nullptr when there is none. FindProvider sees declared providers only

@@ -569,7 +569,7 @@ TEST(Config, ABadNewKeyValueNamesTheFileAndTheFullKeyPath) {
       {"agents:\n  max_steps: ten\n", "`agents.max_steps` must be an integer"},
       {"agents:\n  steps: 3\n", "unknown key `agents.steps` (known here: idle_eviction, max_steps)"},
       {"plugins:\n  reminders: {enabled: true}\n",
-       "unknown key `plugins.reminders` (known here: loop, schedule, sessions, time_context)"},
+       "unknown key `plugins.reminders` (known here: loop, schedule, sessions, time_context, workspace)"},
       {"plugins:\n  schedule: {enabled: true, every: 5}\n",
        "unknown key `plugins.schedule.every` (known here: enabled)"},
       {"plugins:\n  schedule: {enabled: maybe}\n",

@@ -12,6 +12,7 @@
 
 #include "agent/agent_manager.h"
 #include "agent/tool_registry.h"
+#include "base/json.h"
 #include "base/clock.h"
 #include "base/metrics.h"
 #include "host/command_registry.h"
@@ -142,6 +143,10 @@ class Host {
   // HTTP routes a plugin adds to the JSON API (the server serves them after
   // its own). Register them before the server is built; read-only after.
   void AddHttpRoute(HttpRoute route) { http_routes_.push_back(std::move(route)); }
+  // A member of `GET /api/host` a plugin adds (the workspace plugin's
+  // `sandbox`). Before Start; read-only after.
+  void AddHostInfo(std::string key, Json value) { host_info_[std::move(key)] = std::move(value); }
+  const Json& host_info() const { return host_info_; }
 
   // Retention (docs/CONFIG.md, "Retention"). Start runs a store::Pruner with
   // the inbox's task (`retention.inbox_days`, keeping the keys every
@@ -186,6 +191,7 @@ class Host {
   std::unique_ptr<mcp::McpServers> mcp_;  // after events_, to which it publishes "mcp" changes
   std::optional<std::string> global_session_id_;
   bool stopped_ = false;
+  Json host_info_ = Json::object();
   std::vector<std::function<Status()>> start_hooks_;
   std::vector<std::function<void()>> stop_hooks_;
   std::vector<HttpRoute> http_routes_;

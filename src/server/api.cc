@@ -218,12 +218,14 @@ const ObjectSchema<ApprovalBody>& ApprovalBodySchema() {
 // The body of POST /api/sessions.
 struct CreateBody {
   std::optional<std::string> preset;
+  std::optional<std::string> cwd;
   std::optional<std::string> client_time_zone;  // the new session's time_zone
 };
 const ObjectSchema<CreateBody>& CreateBodySchema() {
   static const auto* schema = new ObjectSchema<CreateBody>(WithClientTimeZone(
       ObjectSchema<CreateBody>("A new session with the default model.")
-          .Optional("preset", &CreateBody::preset, "preset id (default: the profile's default preset)"),
+          .Optional("preset", &CreateBody::preset, "preset id (default: the profile's default preset)")
+          .Optional("cwd", &CreateBody::cwd, "the session's directory: an existing absolute path"),
       &CreateBody::client_time_zone));
   return *schema;
 }
@@ -926,6 +928,11 @@ void Api::CreateSession(const PathParams&, HttpRequest req, Respond respond) con
     s.preset = body->preset;
   }
   if (body->client_time_zone) s.time_zone = *body->client_time_zone;  // else the host's zone
+  if (body->cwd) {
+    auto cwd = session::CanonicalCwd(*body->cwd);
+    if (!cwd.ok()) return respond(HttpResponse::FromError(cwd.status()));
+    s.cwd = *cwd;
+  }
   s.origin = "api";
   host.agents().Create(std::move(s), [respond = std::move(respond)](Result<session::SessionHeader> h) {
     if (!h.ok()) return respond(HttpResponse::FromError(h.status()));
@@ -1068,6 +1075,7 @@ void Api::HostInfo(const PathParams&, HttpRequest req, Respond respond) const {
                {"global_session_id", host.global_session_id() ? Json(*host.global_session_id()) : Json(nullptr)},
                {"mcp_servers", host.mcp_servers().Describe()},
                {"tools", std::move(tools)}};
+  for (const auto& [key, value] : host.host_info().items()) info[key] = value;
   respond(HttpResponse::FromJson(200, info));
 }
 

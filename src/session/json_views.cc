@@ -1,6 +1,8 @@
 #include "session/event.h"
 #include "session/session_header.h"
 
+#include <filesystem>
+
 namespace dsh::session {
 
 Json HeaderToJson(const SessionHeader& h) {
@@ -22,5 +24,15 @@ Json HeaderToJson(const SessionHeader& h) {
 }
 
 Json EventToJson(const Event& e) { return {{"seq", e.seq}, {"type", e.type}, {"at", e.at}, {"data", e.data}}; }
+
+Result<std::string> CanonicalCwd(const std::string& cwd) {
+  std::filesystem::path path(cwd);
+  if (!path.is_absolute()) return InvalidArguments("`cwd` must be an absolute path, got \"" + cwd + "\"");
+  std::error_code ec;
+  std::filesystem::path canonical = std::filesystem::canonical(path, ec);
+  if (ec) return InvalidArguments("`cwd` " + cwd + " does not exist or cannot be resolved (" + ec.message() + ")");
+  if (!std::filesystem::is_directory(canonical, ec)) return InvalidArguments("`cwd` " + cwd + " is not a directory");
+  return canonical.string();
+}
 
 }  // namespace dsh::session

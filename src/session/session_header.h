@@ -5,6 +5,7 @@
 #include <string>
 
 #include "base/json.h"
+#include "base/status.h"
 
 namespace dsh::session {
 
@@ -49,5 +50,10 @@ struct NewSession {
 };
 
 Json HeaderToJson(const SessionHeader& h);
+
+// The canonical form of a `cwd` a caller gives a new session: absolute,
+// existing, a directory, symlinks and `.`/`..` resolved. Errors:
+// `invalid_arguments` naming `cwd`.
+Result<std::string> CanonicalCwd(const std::string& cwd);
 
 }  // namespace dsh::session

@@ -11,17 +11,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The canonical form of an explicit `cwd`: absolute, existing, a directory.
-Result<std::string> CanonicalCwd(const std::string& cwd) {
-  fs::path path(cwd);
-  if (!path.is_absolute()) return InvalidArguments("`cwd` must be an absolute path, got \"" + cwd + "\"");
-  std::error_code ec;
-  fs::path canonical = fs::canonical(path, ec);
-  if (ec) return InvalidArguments("`cwd` " + cwd + " does not exist or cannot be resolved (" + ec.message() + ")");
-  if (!fs::is_directory(canonical, ec)) return InvalidArguments("`cwd` " + cwd + " is not a directory");
-  return canonical.string();
-}
-
 // The registered workspace holding `cwd` (the deepest one when they nest).
 std::optional<std::string> WorkspaceOf(const std::vector<CreateEnvironment::Workspace>& workspaces,
                                        const std::string& cwd) {
@@ -142,7 +131,7 @@ void SessionActions::CreateFrom(const Source& source, CreateRequest request,
   }
   // Location: explicit (canonical), else the caller's.
   if (request.cwd) {
-    auto cwd = CanonicalCwd(*request.cwd);
+    auto cwd = session::CanonicalCwd(*request.cwd);
     if (!cwd.ok()) return done(cwd.status());
     s.cwd = *cwd;
   } else {

@@ -301,6 +301,7 @@ void Agent::BeginTurn(std::vector<InboxMessage> taken, std::vector<EventDraft> d
   running_flag_ = true;
   idle_since_ms_ = 0;
   steps_ = 0;
+  turn_refusal_.reset();
   turn_started_ = manager_.clock_.MonotonicNow();
   for (const auto& m : taken) taken_.push_back(m.message_id);
   Append(std::move(drafts), {}, [this, taken = std::move(taken)](Result<Events> r) mutable {
@@ -323,6 +324,7 @@ void Agent::ContinueInterruptedTurn() {
   running_flag_ = true;
   idle_since_ms_ = 0;
   steps_ = 0;
+  turn_refusal_.reset();
   turn_started_ = manager_.clock_.MonotonicNow();
   // Tool calls the interruption left without a result get one; they are not
   // run again, since they may have had effects.
@@ -589,6 +591,7 @@ void Agent::Decide(const std::string& decision, std::function<void(Status)> done
                                                                 manager_.options_.approval_timeout)
                                                                 .count()) +
                                              " s (tools.approval_timeout); it was not run");
+           turn_refusal_ = refused;  // the turn's outcome says a call was not approved
            ToolDone(std::move(calls), index, {}, std::move(refused));
          });
 }
@@ -631,6 +634,10 @@ activity::TurnEnd Agent::TurnOutcome(const Status& error, const std::vector<Even
     return end;
   }
   end.status = std::string(activity::kCompleted);
+  if (turn_refusal_) {  // completed, but without a call no one approved
+    end.error_code = turn_refusal_->code();
+    end.error_message = turn_refusal_->message();
+  }
   // The turn's last assistant text: in the drafts, else logged since its turn/start.
   for (auto it = drafts.rbegin(); it != drafts.rend(); ++it) {
     if (it->type == et::kAssistantMessage && !IsBlankText(it->data)) {

@@ -203,6 +203,7 @@ class Agent : public std::enable_shared_from_this<Agent> {
     std::function<void(Status)> done;
   };
   std::optional<EarlyAnswer> early_answer_;  // an answer to asking_ that came before it committed
+  std::optional<Status> turn_refusal_;  // the running turn's last call denied or not approved in time
   std::set<std::string, std::less<>> granted_;  // tools allowed for the session (allow_session)
   bool title_requested_ = false;
   std::shared_ptr<CancelToken> title_cancel_;  // the generated-title call, if one was made

@@ -27,6 +27,7 @@
 #include "host/provider_settings.h"
 #include "host/profile.h"
 #include "plugins/loop/loop_plugin.h"
+#include "plugins/workspace/sandbox.h"
 #include "server/http_client.h"
 #include "store/connection.h"
 #include "time/time_zone.h"
@@ -360,6 +361,24 @@ DoctorLine CheckTimeZones() {
   return Line(Level::kOk, "tz", "tz database present; the local zone is " + HostTimeZone().name());
 }
 
+// ---- workspace sandbox ----
+
+// bash's sandbox (docs/TOOLS.md): a warning, not a failure, since the host
+// runs without it (bash then answers sandbox_unavailable).
+DoctorLine CheckSandboxLine(const host::Config& config) {
+  if (!config.plugins.workspace) return Line(Level::kInfo, "sandbox", "the workspace plugin is off");
+  if (!config.tools.sandbox) {
+    return Line(Level::kWarn, "sandbox", "tools.sandbox is false: bash runs commands without bubblewrap",
+                "set tools.sandbox: true once bubblewrap can run here");
+  }
+  Status st = dsh::workspace::CheckSandbox();
+  if (!st.ok()) {
+    return Line(Level::kWarn, "sandbox", "bash cannot run: " + st.message(),
+                "install bubblewrap (apt-get install bubblewrap) and allow unprivileged user namespaces");
+  }
+  return Line(Level::kOk, "sandbox", "bubblewrap runs: bash is sandboxed");
+}
+
 // ---- running host ----
 
 DoctorLine CheckRunningHost(const host::Profile& profile) {
@@ -442,6 +461,7 @@ int RunDoctor(CommandContext& ctx, const std::string& home) {
     lines.push_back(Line(Level::kWarn, "model", "not checked: the config is invalid"));
   }
   lines.push_back(CheckTimeZones());
+  if (config.ok()) lines.push_back(CheckSandboxLine(*config));
   lines.push_back(CheckRunningHost(*profile));
   if (config.ok()) {
     for (const mcp::ServerSpec& spec : config->mcp_servers) lines.push_back(CheckMcpServer(spec, env));

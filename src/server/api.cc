@@ -1075,6 +1075,9 @@ void Api::HostInfo(const PathParams&, HttpRequest req, Respond respond) const {
                {"global_session_id", host.global_session_id() ? Json(*host.global_session_id()) : Json(nullptr)},
                {"mcp_servers", host.mcp_servers().Describe()},
                {"tools", std::move(tools)}};
+  Json workspaces = Json::array();
+  for (const auto& w : host.config().workspaces) workspaces.push_back({{"id", w.id}, {"path", w.path}});
+  info["workspaces"] = std::move(workspaces);
   for (const auto& [key, value] : host.host_info().items()) info[key] = value;
   respond(HttpResponse::FromJson(200, info));
 }

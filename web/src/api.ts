@@ -112,6 +112,10 @@ export interface HostInfo {
   // The tools a root call may use, when the host says (issue 29): the
   // browser offers reminders only when `schedule_list` is among them.
   tools?: string[];
+  // The registered workspaces (`workspaces.ID`), offered as working directories.
+  workspaces?: { id: string; path: string }[];
+  // How the bash tool runs (docs/TOOLS.md); absent without the workspace plugin.
+  sandbox?: { state: "on" | "off" | "unavailable"; reason?: string };
 }
 
 // A session's stored header (GET /api/sessions/{id}; docs/STORAGE.md).

@@ -764,9 +764,16 @@ function NewSessionDialog({ host, onClose, onCreated }: {
         </fieldset>
         <label>
           Working directory (optional, absolute)
-          <input type="text" value={cwd} aria-invalid={errors?.field === "cwd"}
+          <input type="text" value={cwd} aria-invalid={errors?.field === "cwd"} list="workspace-dirs"
+                 aria-describedby="cwd-hint"
                  onInput={(e) => setCwd((e.target as HTMLInputElement).value)} />
         </label>
+        <datalist id="workspace-dirs">
+          {(host.workspaces ?? []).map((w) => <option key={w.id} value={w.path}>{w.id}</option>)}
+        </datalist>
+        <span id="cwd-hint" class="hint muted">
+          The agent's read, write, edit, list, grep and bash tools work here; without one it can only fetch.
+        </span>
         {fieldError("cwd")}
         {errors && !errors.field && <p class="error-text" role="alert">{errors.message}</p>}
         {askDiscard && (

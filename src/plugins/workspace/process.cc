@@ -126,11 +126,13 @@ class OutputCapture {
     if (!truncated) return head_ + tail;
     size_t head_end = Utf8CompletePrefix(head_);
     size_t tail_begin = 0;
-    while (tail_begin < tail.size() && tail_begin < 3 && (static_cast<unsigned char>(tail[tail_begin]) & 0xC0) == 0x80) {
+    while (tail_begin < tail.size() && tail_begin < 3 &&
+           (static_cast<unsigned char>(tail[tail_begin]) & 0xC0) == 0x80) {
       ++tail_begin;
     }
     int64_t cut = total_ - static_cast<int64_t>(head_end + (tail.size() - tail_begin));
-    return head_.substr(0, head_end) + "\n… [" + std::to_string(cut) + " bytes cut] …\n" + tail.substr(tail_begin);
+    return head_.substr(0, head_end) + "\n… [" + std::to_string(cut) + " bytes cut] …\n" +
+           tail.substr(tail_begin);
   }
 
  private:
@@ -168,8 +170,8 @@ class OutputCapture {
   const size_t head_cap_;
   const size_t tail_cap_;
   std::string head_;
-  std::string tail_;         // a ring once it holds tail_cap_ bytes
-  size_t tail_oldest_ = 0;   // index of the oldest byte of tail_
+  std::string tail_;        // a ring once it holds tail_cap_ bytes
+  size_t tail_oldest_ = 0;  // index of the oldest byte of tail_
   int64_t total_ = 0;
   int64_t lines_ = 0;
 };
@@ -224,11 +226,16 @@ struct ChildError {
 
 std::string StepText(Step step) {
   switch (step) {
-    case Step::kSession: return "cannot start a new session";
-    case Step::kCgroup: return "cannot join the cgroup";
-    case Step::kStdio: return "cannot set up stdin/stdout/stderr";
-    case Step::kChdir: return "cannot change to the working directory";
-    case Step::kExec: return "cannot execute it";
+    case Step::kSession:
+      return "cannot start a new session";
+    case Step::kCgroup:
+      return "cannot join the cgroup";
+    case Step::kStdio:
+      return "cannot set up stdin/stdout/stderr";
+    case Step::kChdir:
+      return "cannot change to the working directory";
+    case Step::kExec:
+      return "cannot execute it";
   }
   return "cannot start it";
 }

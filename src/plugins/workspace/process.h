@@ -17,10 +17,10 @@ struct ProcessSpec {
   // argv[0] without a '/' is looked up in the PATH of `env` (or, when `env`
   // has none, /usr/local/bin:/usr/bin:/bin) — never in the host's PATH.
   std::vector<std::string> argv;
-  std::filesystem::path cwd;  // empty: the host's working directory
-  std::vector<std::string> env;  // the whole environment ("K=V"); nothing inherited
+  std::filesystem::path cwd;                   // empty: the host's working directory
+  std::vector<std::string> env;                // the whole environment ("K=V"); nothing inherited
   std::chrono::milliseconds timeout{120'000};  // must be positive
-  int64_t output_cap = 64 << 10;  // bytes kept of stdout+stderr (>= 0): head and tail halves
+  int64_t output_cap = 64 << 10;               // bytes kept of stdout+stderr (>= 0): head and tail halves
   std::shared_ptr<agent::CancelToken> cancel;  // nullable
   // When not empty, a cgroup directory (v1 or v2) the child joins before it
   // execs, so that it and everything it starts count against that cgroup's
@@ -29,16 +29,16 @@ struct ProcessSpec {
 };
 
 struct ProcessResult {
-  std::optional<int> exit_code;   // absent when killed by a signal
-  std::optional<int> signal;      // SIGKILL after a timeout or a cancel
+  std::optional<int> exit_code;  // absent when killed by a signal
+  std::optional<int> signal;     // SIGKILL after a timeout or a cancel
   bool timed_out = false;
   bool cancelled = false;
   // Combined stdout and stderr: all of it when it fits in output_cap, else
   // the first and the last output_cap/2 bytes (cut at UTF-8 boundaries)
   // around a line "… [N bytes cut] …".
   std::string output;
-  int64_t output_bytes = 0;       // everything the process wrote
-  int64_t output_lines = 0;       // '\n' in everything the process wrote
+  int64_t output_bytes = 0;  // everything the process wrote
+  int64_t output_lines = 0;  // '\n' in everything the process wrote
   bool truncated = false;
   std::chrono::milliseconds duration{0};  // steady clock, from spawn to reaped
 };

@@ -185,7 +185,8 @@ Result<std::vector<std::string>> BwrapCommand(const BwrapMode& mode, const fs::p
                                               const std::vector<fs::path>& hidden, bool network,
                                               const std::string& command) {
   std::vector<Mount> mounts = SystemMounts();
-  for (const fs::path& root : writable) mounts.push_back({root, {"--bind", root.string(), root.string()}, true});
+  for (const fs::path& root : writable)
+    mounts.push_back({root, {"--bind", root.string(), root.string()}, true});
   // The deeper mount wins: a cwd under /usr stays writable, a cwd of / does
   // not make /usr writable or show the host's /proc.
   std::stable_sort(mounts.begin(), mounts.end(),
@@ -250,8 +251,9 @@ Result<BwrapMode> Probe(const fs::path& bwrap) {
     }
     if (first_failure.empty()) first_failure = r->timed_out ? "timed out" : r->output;
   }
-  return SandboxUnavailable("bubblewrap cannot create a sandbox here (are namespaces refused by the kernel?): " +
-                            Quote(first_failure));
+  return SandboxUnavailable(
+      "bubblewrap cannot create a sandbox here (are namespaces refused by the kernel?): " +
+      Quote(first_failure));
 }
 
 const Result<BwrapMode>& CachedMode() {
@@ -267,8 +269,8 @@ const Result<BwrapMode>& CachedMode() {
 
 // This process's cgroup in a hierarchy with the pids controller.
 struct PidsHierarchy {
-  fs::path dir;            // where it is mounted here
-  std::string proc_path;   // as /proc/<pid>/cgroup names it
+  fs::path dir;           // where it is mounted here
+  std::string proc_path;  // as /proc/<pid>/cgroup names it
 };
 
 struct MountInfo {
@@ -338,7 +340,8 @@ Result<PidsHierarchy> FindPidsHierarchy() {
       std::string enabled = ReadSmallFile(*dir / "cgroup.subtree_control");
       while (!enabled.empty() && enabled.back() == '\n') enabled.pop_back();
       if (HasWord(enabled, "pids", ' ')) return PidsHierarchy{*dir, *v2_path};
-      return SandboxUnavailable("the pids controller is not enabled for the children of cgroup " + dir->string() +
+      return SandboxUnavailable("the pids controller is not enabled for the children of cgroup " +
+                                dir->string() +
                                 " (delegate a cgroup to dsh, or set TasksMax for its service)");
     }
   }
@@ -375,7 +378,8 @@ class PidsCgroup {
       std::vector<pid_t> pids = Members();
       if (pids.empty() && (rmdir(dir_.c_str()) == 0 || errno == ENOENT)) return;
       if (Clock::now() > until) {
-        spdlog::warn("bash sandbox: cgroup {} still has {} processes; left in place", dir_.string(), pids.size());
+        spdlog::warn("bash sandbox: cgroup {} still has {} processes; left in place", dir_.string(),
+                     pids.size());
         return;
       }
       if (can_kill_all) {
@@ -440,7 +444,8 @@ Result<fs::path> ExistingDirectory(const fs::path& path, const std::string& what
   std::error_code ec;
   fs::path canonical = fs::canonical(path, ec);
   if (ec) return InvalidArguments(what + " " + path.string() + ": " + ec.message());
-  if (!fs::is_directory(canonical, ec)) return InvalidArguments(what + " " + path.string() + " is not a directory");
+  if (!fs::is_directory(canonical, ec))
+    return InvalidArguments(what + " " + path.string() + " is not a directory");
   return canonical;
 }
 
@@ -498,7 +503,8 @@ Result<ProcessResult> RunBash(const BashRequest& request, const SandboxOptions& 
   if (options.max_processes > 0) {
     Status limit = CheckProcessLimit();
     if (limit.ok()) {
-      Result<std::unique_ptr<PidsCgroup>> made = PidsCgroup::Create(*CachedPidsHierarchy(), options.max_processes);
+      Result<std::unique_ptr<PidsCgroup>> made =
+          PidsCgroup::Create(*CachedPidsHierarchy(), options.max_processes);
       if (made.ok()) {
         cgroup = std::move(made).value();
       } else {

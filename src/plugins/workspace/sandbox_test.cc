@@ -20,9 +20,9 @@ namespace {
 namespace fs = std::filesystem;
 using std::chrono::milliseconds;
 
-#define REQUIRE_SANDBOX()                                                         \
-  do {                                                                            \
-    if (Status st = CheckSandbox(); !st.ok()) GTEST_SKIP() << st.ToString();      \
+#define REQUIRE_SANDBOX()                                                    \
+  do {                                                                       \
+    if (Status st = CheckSandbox(); !st.ok()) GTEST_SKIP() << st.ToString(); \
   } while (0)
 
 std::string ReadText(const fs::path& path) {
@@ -131,8 +131,9 @@ TEST(Sandbox, TheSystemIsReadOnly) {
 TEST(Sandbox, SysctlsAreReadOnly) {
   REQUIRE_SANDBOX();
   testing::TempDir dir;
-  ProcessResult r = Bash("v=$(cat /proc/sys/kernel/printk_ratelimit_burst) && echo $v > /proc/sys/kernel/printk_ratelimit_burst",
-                         dir.path());
+  ProcessResult r = Bash(
+      "v=$(cat /proc/sys/kernel/printk_ratelimit_burst) && echo $v > /proc/sys/kernel/printk_ratelimit_burst",
+      dir.path());
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("Read-only file system"), std::string::npos) << r.output;
 }
@@ -150,7 +151,8 @@ TEST(Sandbox, TmpIsPrivate) {
 TEST(Sandbox, HomeIsFreshAndWritable) {
   REQUIRE_SANDBOX();
   testing::TempDir dir;
-  ProcessResult r = Bash("echo $HOME; ls -A \"$HOME\" | wc -l; touch \"$HOME/f\" && echo writable", dir.path());
+  ProcessResult r =
+      Bash("echo $HOME; ls -A \"$HOME\" | wc -l; touch \"$HOME/f\" && echo writable", dir.path());
   EXPECT_EQ(r.output, "/tmp/home\n0\nwritable\n");
 }
 
@@ -158,9 +160,11 @@ TEST(Sandbox, TheHostEnvironmentNeverReachesTheCommand) {
   REQUIRE_SANDBOX();
   testing::TempDir dir;
   setenv("OPENAI_API_KEY", "sk-dsh-test-secret", 1);
-  ProcessResult r = Bash("env; echo ---; tr '\\0' '\\n' < /proc/1/environ; echo ---; ls /proc | grep -c '^[0-9]'; "
-                         "cat /proc/" + std::to_string(getpid()) + "/environ",
-                         dir.path());
+  ProcessResult r = Bash(
+      "env; echo ---; tr '\\0' '\\n' < /proc/1/environ; echo ---; ls /proc | grep -c '^[0-9]'; "
+      "cat /proc/" +
+          std::to_string(getpid()) + "/environ",
+      dir.path());
   unsetenv("OPENAI_API_KEY");
   EXPECT_EQ(r.output.find("sk-dsh-test-secret"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("OPENAI_API_KEY"), std::string::npos) << r.output;
@@ -174,9 +178,10 @@ TEST(Sandbox, HidesTheProfileDirectoryUnderTheCwd) {
   WriteText(dir.path() / ".dsh" / "token", "secret-token-1\n");
   SandboxOptions options;
   options.hidden = {dir.path() / ".dsh"};
-  ProcessResult r = Bash("cat .dsh/token; ls -A .dsh; grep -r secret-token . ; umount .dsh; cat .dsh/token; "
-                         "echo planted > .dsh/x",
-                         dir.path(), options);
+  ProcessResult r = Bash(
+      "cat .dsh/token; ls -A .dsh; grep -r secret-token . ; umount .dsh; cat .dsh/token; "
+      "echo planted > .dsh/x",
+      dir.path(), options);
   EXPECT_EQ(r.output.find("secret-token-1"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("No such file"), std::string::npos) << r.output;
   // What the command writes there goes to the mask, not to the profile.
@@ -262,7 +267,8 @@ TEST(Sandbox, HasNoNetworkUnlessAllowed) {
   REQUIRE_SANDBOX();
   testing::TempDir dir;
   Listener listener;
-  std::string command = "echo hi > /dev/tcp/127.0.0.1/" + std::to_string(listener.port()) + " && echo connected";
+  std::string command =
+      "echo hi > /dev/tcp/127.0.0.1/" + std::to_string(listener.port()) + " && echo connected";
   ProcessResult closed = Bash(command, dir.path());
   EXPECT_NE(closed.exit_code, 0);
   EXPECT_EQ(closed.output.find("connected"), std::string::npos) << closed.output;
@@ -319,10 +325,12 @@ TEST(Sandbox, AForkBombEndsAtTheTimeoutAndLeavesNothing) {
   SandboxOptions options;
   options.max_processes = 64;
   options.require_process_limit = true;
-  ProcessResult r = Bash(": " + marker + "; :(){ :|:& };:; sleep 100", dir.path(), options, milliseconds(2'000));
+  ProcessResult r =
+      Bash(": " + marker + "; :(){ :|:& };:; sleep 100", dir.path(), options, milliseconds(2'000));
   EXPECT_TRUE(r.timed_out);
   EXPECT_LT(r.duration, milliseconds(10'000));
-  EXPECT_NE(r.output.find("fork"), std::string::npos) << r.output;  // "fork: retry: Resource temporarily unavailable"
+  EXPECT_NE(r.output.find("fork"), std::string::npos)
+      << r.output;  // "fork: retry: Resource temporarily unavailable"
   // RunBash returns once the command's cgroup is empty.
   EXPECT_TRUE(ProcessesWith(marker).empty());
 }
@@ -334,7 +342,8 @@ TEST(Sandbox, TheProcessCapAlsoAppliesUnsandboxed) {
   options.enabled = false;
   options.max_processes = 4;
   options.require_process_limit = true;
-  ProcessResult r = Bash("for i in 1 2 3 4 5 6; do sleep 5 & done; wait", dir.path(), options, milliseconds(1'000));
+  ProcessResult r =
+      Bash("for i in 1 2 3 4 5 6; do sleep 5 & done; wait", dir.path(), options, milliseconds(1'000));
   EXPECT_NE(r.output.find("Resource temporarily unavailable"), std::string::npos) << r.output;
 }
 

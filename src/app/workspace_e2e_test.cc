@@ -156,6 +156,7 @@ TEST_F(WorkspaceE2E, AModelRunsACommandWritesAReportAndEditsIt) {
 TEST_F(WorkspaceE2E, AskingWaitsForAPersonWhoAllowsOnceThenDenies) {
   chat_.Enqueue(ToolCallReply({ToolCall("c1", "bash", {{"command", "echo ran > ran.txt"}})}));
   chat_.Enqueue(TextReply("done"));
+  chat_.Enqueue(TextReply("Making A File"));  // the title generated after the first turn
   Start("");  // the defaults: bash asks
   std::string id = CreateSession();
   Send(id, "make a file");
@@ -170,6 +171,7 @@ TEST_F(WorkspaceE2E, AskingWaitsForAPersonWhoAllowsOnceThenDenies) {
   EXPECT_TRUE(std::filesystem::exists(Project() + "/ran.txt"));
   EXPECT_EQ(OfType(events, "tool/approval").at(0)["decision"], "allow_once");
   Call("POST", "/api/sessions/" + id + "/approvals/c1", {{"decision", "deny"}}, 409);
+  StreamUntil(id, [](const Json& e) { return e["type"] == "title/generated"; });
 
   // Allowed once: the next call asks again, and a denial reaches the model.
   chat_.Enqueue(ToolCallReply({ToolCall("c2", "bash", {{"command", "rm ran.txt"}})}));
@@ -181,8 +183,8 @@ TEST_F(WorkspaceE2E, AskingWaitsForAPersonWhoAllowsOnceThenDenies) {
   EXPECT_TRUE(std::filesystem::exists(Project() + "/ran.txt")) << "a denied call does not run";
   auto results = OfType(events, "tool/result");
   EXPECT_EQ(results.back()["error"]["code"], "tool_denied");
-  ASSERT_TRUE(chat_.WaitForRequests(4, 10s));
-  EXPECT_NE(chat_.requests()[3].body.find("tool_denied"), std::string::npos);
+  ASSERT_TRUE(chat_.WaitForRequests(5, 10s));
+  EXPECT_NE(chat_.requests()[4].body.find("tool_denied"), std::string::npos);
 }
 
 TEST_F(WorkspaceE2E, AnUnattendedLoopRunWhoseCallNoOneApprovesSaysSoInItsOutcome) {

@@ -108,6 +108,16 @@ describe("a tool call waiting for approval", () => {
       await host.api("POST", `/api/sessions/${id}/messages`, { message: "disk usage?" });
       const waiting = card(phone, "bash");
       await waiting.waitFor();
+      // In view without scrolling (the view follows the tail also when the
+      // composer grows its Stop row), and within the screen's width.
+      await phone.waitForFunction(() => {
+        const button = [...document.querySelectorAll("button")].find((b) => b.textContent === "Deny");
+        const scroller = document.querySelector('[data-testid="conversation"]');
+        if (!button || !scroller) return false;
+        const b = button.getBoundingClientRect();
+        const s = scroller.getBoundingClientRect();
+        return b.top >= s.top && b.bottom <= s.bottom;
+      });
       for (const name of ["Allow once", "Allow for this session", "Deny"]) {
         const box = await waiting.getByRole("button", { name }).boundingBox();
         assert.ok(box && box.x >= 0 && box.x + box.width <= 390, `${name} is within the screen`);

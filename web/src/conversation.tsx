@@ -160,10 +160,29 @@ export function Conversation({
   useEffect(() => onLastSeq(conv.lastSeq), [conv.lastSeq]);
   useLayoutEffect(() => onUserMessages?.(userMessagesOf(conv.events)), [conv.events]);
 
+  // Where following the tail last put the view: a scroll event that did not
+  // move above it is ours (or the layout's), not the person leaving the tail.
+  const followedTo = useRef(0);
+  const follow = (el: HTMLDivElement) => {
+    el.scrollTop = el.scrollHeight;
+    followedTo.current = el.scrollTop;
+  };
   useEffect(() => {
     const el = scroller.current;
-    if (el && stick.current) el.scrollTop = el.scrollHeight;
+    if (el && stick.current) follow(el);
   }, [blocks, commandResults, pending]);
+  // The view shrinks when the composer grows (its Stop row on a phone), and
+  // its content grows as code is highlighted: the tail stays in view.
+  useEffect(() => {
+    const el = scroller.current;
+    if (!el || typeof ResizeObserver === "undefined") return;
+    const observer = new ResizeObserver(() => {
+      if (stick.current) follow(el);
+    });
+    observer.observe(el);
+    for (const child of Array.from(el.children)) observer.observe(child);
+    return () => observer.disconnect();
+  }, [loading]);
 
   // #/s/ID/SEQ: read back to the event when it is older than the window,
   // then scroll to its block (once per address) and highlight it.
@@ -219,7 +238,8 @@ export function Conversation({
   const onScroll = () => {
     const el = scroller.current;
     if (!el) return;
-    stick.current = el.scrollHeight - el.scrollTop - el.clientHeight < 40;
+    const left = stick.current && el.scrollTop < followedTo.current - 2;
+    if (!stick.current || left) stick.current = el.scrollHeight - el.scrollTop - el.clientHeight < 40;
     if (el.scrollTop < 40 && convRef.current.firstSeq > 0) void loadOlder();
   };
 
@@ -495,7 +515,7 @@ function ApprovalCard({ block, sessionId, focused }: {
         <div class="approval-actions">
           <button type="button" disabled={busy} onClick={() => answer("allow_once")}>Allow once</button>
           <button type="button" disabled={busy} onClick={() => answer("allow_session")}>Allow for this session</button>
-          <button type="button" class="danger" disabled={busy} onClick={() => answer("deny")}>Deny</button>
+          <button type="button" class="secondary danger" disabled={busy} onClick={() => answer("deny")}>Deny</button>
         </div>
         <p class="hint">
           Waits until {until.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })}; then the call is not run.

@@ -33,15 +33,15 @@ std::string Cut(std::string text, size_t max) {
   return text.substr(0, cut) + "…";
 }
 
-// `text` with every line prefixed (a diff's side).
+// `text` with every line prefixed (a diff's side); a final newline ends the
+// last line rather than starting an empty one.
 std::string Prefixed(const std::string& text, const char* prefix) {
   std::string out;
   size_t start = 0;
-  while (start <= text.size()) {
+  while (start < text.size() || (start == 0 && text.empty())) {
     size_t end = text.find('\n', start);
     if (end == std::string::npos) end = text.size();
     out += prefix + text.substr(start, end - start) + "\n";
-    if (end == text.size()) break;
     start = end + 1;
   }
   return out;
@@ -110,14 +110,37 @@ class WorkspaceTool : public agent::TypedTool<Args> {
 
 ws::Roots RootsOf(const CallScope& scope) { return ws::Roots{*scope.cwd, scope.roots}; }
 
+// The profile directory is never a tool's, even inside a session's cwd
+// (its database, token and keys): refused like any path outside.
+Status CheckNotHidden(const std::filesystem::path& path, const Shared& shared, const std::string& shown) {
+  for (const auto& hidden : shared.options.hidden) {
+    std::error_code ec;
+    std::filesystem::path h = std::filesystem::weakly_canonical(hidden, ec);
+    if (ec) h = hidden;
+    auto rel = path.lexically_relative(h);
+    if (!rel.empty() && *rel.begin() != "..") {
+      return Status(ws::kPathOutsideWorkspace,
+                    "`" + shown + "` is inside dsh's profile directory, which no tool may touch");
+    }
+  }
+  return Status::Ok();
+}
+
+// The checks of a file a tool reads or writes, before it does.
+Status CheckFile(const CallScope& scope, const std::string& path, ws::Access access, const Shared& shared) {
+  DSH_ASSIGN_OR_RETURN(ws::Location loc, ws::Locate(RootsOf(scope), path, access));
+  return CheckNotHidden(loc.path, shared, path);
+}
+
 // A directory argument resolved for list and grep: the directory, and the
 // root its answers' paths are relative to (the cwd, or another root).
 struct Place {
   std::filesystem::path path;
   std::filesystem::path display_root;
 };
-Result<Place> PlaceOf(const CallScope& scope, const std::optional<std::string>& path) {
+Result<Place> PlaceOf(const CallScope& scope, const std::optional<std::string>& path, const Shared& shared) {
   DSH_ASSIGN_OR_RETURN(ws::Location loc, ws::Locate(RootsOf(scope), path.value_or("."), ws::Access::kRead));
+  DSH_RETURN_IF_ERROR(CheckNotHidden(loc.path, shared, path.value_or(".")));
   std::error_code ec;
   std::filesystem::path cwd = std::filesystem::canonical(*scope.cwd, ec);
   bool in_cwd = !ec && loc.root == cwd;
@@ -181,7 +204,8 @@ Status RegisterWorkspaceTools(agent::ToolRegistry& tools, WorkspaceOptions optio
           .Optional("offset", &ReadArgs::offset, "the first line to show, from 1")
           .Optional("limit", &ReadArgs::limit, "how many lines (default 2000)", IntRule{.max = 100'000}),
       Permission::kAllow, true, pool, shared,
-      [](const ToolContext&, const CallScope& scope, const ReadArgs& a, const Shared&) {
+      [](const ToolContext&, const CallScope& scope, const ReadArgs& a, const Shared& s) -> Result<Json> {
+        DSH_RETURN_IF_ERROR(CheckFile(scope, a.path, ws::Access::kRead, s));
         return ws::ReadFile(RootsOf(scope), a.path, a.offset, a.limit);
       },
       [](const Json& args) { return Json{{"summary", Cut("read " + PathOf(args), kSummaryChars)}}; }));
@@ -193,7 +217,8 @@ Status RegisterWorkspaceTools(agent::ToolRegistry& tools, WorkspaceOptions optio
           .Field("path", &WriteArgs::path, "the file, relative to the session's directory")
           .Field("content", &WriteArgs::content, "the whole new content", StringRule{.non_empty = false}),
       Permission::kAsk, true, pool, shared,
-      [](const ToolContext&, const CallScope& scope, const WriteArgs& a, const Shared&) {
+      [](const ToolContext&, const CallScope& scope, const WriteArgs& a, const Shared& s) -> Result<Json> {
+        DSH_RETURN_IF_ERROR(CheckFile(scope, a.path, ws::Access::kWrite, s));
         return ws::WriteFile(RootsOf(scope), a.path, a.content);
       },
       [](const Json& args) {
@@ -212,7 +237,8 @@ Status RegisterWorkspaceTools(agent::ToolRegistry& tools, WorkspaceOptions optio
           .Field("new_string", &EditArgs::new_string, "its replacement", StringRule{.non_empty = false})
           .Optional("replace_all", &EditArgs::replace_all, "replace every occurrence (default false)"),
       Permission::kAsk, true, pool, shared,
-      [](const ToolContext&, const CallScope& scope, const EditArgs& a, const Shared&) {
+      [](const ToolContext&, const CallScope& scope, const EditArgs& a, const Shared& s) -> Result<Json> {
+        DSH_RETURN_IF_ERROR(CheckFile(scope, a.path, ws::Access::kWrite, s));
         return ws::EditFile(RootsOf(scope), a.path, a.old_string, a.new_string, a.replace_all.value_or(false));
       },
       [](const Json& args) {
@@ -229,9 +255,14 @@ Status RegisterWorkspaceTools(agent::ToolRegistry& tools, WorkspaceOptions optio
           .Optional("path", &ListArgs::path, "the directory (default: the session's directory)")
           .Optional("pattern", &ListArgs::pattern, "a glob the paths must match, such as **/*.cc"),
       Permission::kAllow, true, pool, shared,
-      [](const ToolContext&, const CallScope& scope, const ListArgs& a, const Shared&) -> Result<Json> {
-        DSH_ASSIGN_OR_RETURN(Place place, PlaceOf(scope, a.path));
-        return ws::ListFiles(place.path, place.display_root, a.pattern);
+      [](const ToolContext&, const CallScope& scope, const ListArgs& a, const Shared& s) -> Result<Json> {
+        DSH_ASSIGN_OR_RETURN(Place place, PlaceOf(scope, a.path, s));
+        ws::ListRequest request;
+        request.dir = place.path;
+        request.display_root = place.display_root;
+        request.pattern = a.pattern;
+        request.hidden = s.options.hidden;
+        return ws::ListFiles(request);
       },
       [](const Json& args) { return Json{{"summary", Cut("list " + PathOf(args), kSummaryChars)}}; }));
 
@@ -246,8 +277,8 @@ Status RegisterWorkspaceTools(agent::ToolRegistry& tools, WorkspaceOptions optio
           .Optional("max_results", &GrepArgs::max_results, "at most this many matches (default 200)",
                     IntRule{.max = 10'000}),
       Permission::kAllow, true, pool, shared,
-      [](const ToolContext&, const CallScope& scope, const GrepArgs& a, const Shared&) -> Result<Json> {
-        DSH_ASSIGN_OR_RETURN(Place place, PlaceOf(scope, a.path));
+      [](const ToolContext&, const CallScope& scope, const GrepArgs& a, const Shared& s) -> Result<Json> {
+        DSH_ASSIGN_OR_RETURN(Place place, PlaceOf(scope, a.path, s));
         ws::GrepRequest request;
         request.pattern = a.pattern;
         request.path = place.path;
@@ -255,6 +286,7 @@ Status RegisterWorkspaceTools(agent::ToolRegistry& tools, WorkspaceOptions optio
         request.glob = a.glob;
         request.ignore_case = a.ignore_case.value_or(false);
         if (a.max_results) request.max_results = *a.max_results;
+        request.hidden = s.options.hidden;
         return ws::Grep(request);
       },
       [](const Json& args) {

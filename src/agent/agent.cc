@@ -510,12 +510,16 @@ void Agent::AskApproval(std::vector<ModelToolCall> calls, size_t index, std::vec
   // The results of the calls before it are logged with the request.
   results.push_back(Draft(event_types::kApprovalRequested, std::move(request)));
   asking_ = call.id;
+  // Set before the request commits, so that whoever the change feed sends
+  // to read the session's status then sees it waiting.
+  waiting_flag_ = true;
   Append(std::move(results), {},
          [this, calls = std::move(calls), index, args = std::move(args)](Result<Events> r) mutable {
            asking_.reset();
            auto early = std::move(early_answer_);
            early_answer_.reset();
            if (!r.ok()) {
+             waiting_flag_ = false;
              if (early) early->done(r.status());
              return EndTurn(r.status());
            }

@@ -409,6 +409,11 @@ void AgentManager::WhenIdle(const std::string& session_id, std::function<void(St
   agent->WhenIdle(std::move(done));
 }
 
+bool AgentManager::AwaitingApproval(const std::string& session_id) const {
+  auto agent = Find(session_id);
+  return agent && agent->waiting_for_approval();
+}
+
 void AgentManager::Cancel(const std::string& session_id) {
   if (auto agent = Find(session_id)) agent->Cancel();
 }

@@ -163,6 +163,9 @@ class AgentManager {
   void GetStatus(const std::string& session_id, std::function<void(AgentStatus)> done);
   // The live status only: nullopt when the session is not live here.
   std::optional<AgentStatus> LiveStatus(const std::string& session_id) const;
+  // True while the session's running turn here waits for a person's
+  // decision on a tool call (from just before the request is logged).
+  bool AwaitingApproval(const std::string& session_id) const;
   // Live session ids with their status (running or idle).
   std::vector<std::pair<std::string, AgentStatus>> LiveSessions() const;
 

@@ -166,10 +166,15 @@ TEST_F(WorkspaceE2E, AskingWaitsForAPersonWhoAllowsOnceThenDenies) {
   EXPECT_EQ(request["name"], "bash");
   EXPECT_EQ(request["summary"], "echo ran > ran.txt");
   EXPECT_FALSE(std::filesystem::exists(Project() + "/ran.txt")) << "nothing runs before the answer";
+  Json status = Call("POST", "/api/tools/session_status", {{"args", {{"session_id", id}}}})["result"]["sessions"][0];
+  EXPECT_EQ(status["status"], "running");
+  EXPECT_EQ(status["awaiting_approval"], true) << status.dump();
   Call("POST", "/api/sessions/" + id + "/approvals/c1", {{"decision", "allow_once"}});
   auto events = UntilTurnEnds(id, 1);
   EXPECT_TRUE(std::filesystem::exists(Project() + "/ran.txt"));
   EXPECT_EQ(OfType(events, "tool/approval").at(0)["decision"], "allow_once");
+  status = Call("POST", "/api/tools/session_status", {{"args", {{"session_id", id}}}})["result"]["sessions"][0];
+  EXPECT_FALSE(status.contains("awaiting_approval")) << status.dump();
   Call("POST", "/api/sessions/" + id + "/approvals/c1", {{"decision", "deny"}}, 409);
   StreamUntil(id, [](const Json& e) { return e["type"] == "title/generated"; });
 

@@ -69,6 +69,9 @@ describe("a tool call waiting for approval", () => {
     assert.match(await waiting.getByLabel("What it would do").innerText(), /^write notes\/plan\.md \(\d+ bytes\)$/);
     assert.match(await waiting.getByLabel("Changes").innerText(), /\+# Plan\n\+- check the disks/);
     assert.match(await conversation(page).locator("li.block.running").innerText(), /Waiting for approval/);
+    // The session says so where its state shows: its header and its row.
+    await page.locator(".session-header .status", { hasText: "waiting for approval" }).waitFor();
+    await page.getByRole("button", { name: /^write a plan, waiting for approval/ }).waitFor();
     assert.equal(existsSync(join(project, "notes", "plan.md")), false, "nothing is written before the answer");
     await screenshot(page, "approval-1280");
     await waiting.getByRole("button", { name: "Allow once" }).click();

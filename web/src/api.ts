@@ -97,6 +97,8 @@ export interface SessionRow {
   // it was forked from; absent from an older host and from a `missing` row.
   title_source?: "user" | "generated" | "fallback" | null;
   parent_id?: string | null;
+  // Running, with a tool call waiting for the person (docs/TOOLS.md).
+  awaiting_approval?: boolean;
 }
 
 export interface HostInfo {

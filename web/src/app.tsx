@@ -17,7 +17,7 @@ import { Queued, type QueuedMessage } from "./queued";
 import { displayTitle } from "./lib/deliveries";
 import { RenameForm, SessionMenu, type MenuActions } from "./manage";
 import { SessionSearch } from "./search";
-import { rowLabel, rowsToRead, titledByPerson } from "./lib/sidebar";
+import { rowLabel, rowsToRead, statusWords, titledByPerson } from "./lib/sidebar";
 import { Landing } from "./landing";
 
 // The address names what is shown: #/s/SESSION_ID, #/s/SESSION_ID/SEQ (the
@@ -558,7 +558,7 @@ function SessionItem({ row, parentName, current, pinned, unread, onOpen, actions
         </span>
         <span class="meta">
           {row.status && <span class={`dot ${row.status}`} aria-hidden="true" />}
-          <span class="status">{row.status}</span>
+          <span class="status">{statusWords(row)}</span>
           <span class="when">{relative(row.updated_at)}</span>
           {unread > 0 && <span class="badge unread">{unread} unread</span>}
         </span>
@@ -604,7 +604,7 @@ function SessionHeader({ row, reading, id, isGlobal, header, parentName, actions
         {header?.time_zone && <span class="muted" title="The session's time zone" data-testid="session-zone">{header.time_zone}</span>}
         {row && (
           <>
-            <span class={`dot ${row.status}`} aria-hidden="true" /> <span class="status">{row.status}</span>
+            <span class={`dot ${row.status}`} aria-hidden="true" /> <span class="status">{statusWords(row)}</span>
           </>
         )}
       </span>

@@ -50,3 +50,12 @@ test("only a title a person gave offers the way back to the automatic one", () =
   }
   assert.equal(titledByPerson(undefined), false);
 });
+
+test("a running session whose tool call waits for the person says so", async () => {
+  const { statusWords } = await import("../src/lib/sidebar.js");
+  const row = { session_id: "ses_1", title: "Disk report", status: "running", awaiting_approval: true };
+  assert.equal(statusWords(row), "waiting for approval");
+  assert.equal(statusWords({ ...row, awaiting_approval: false }), "running");
+  assert.equal(statusWords({ ...row, status: "idle" }), "idle", "only a running turn waits");
+  assert.match(rowLabel(row, Date.now()), /^Disk report, waiting for approval/);
+});

@@ -59,6 +59,7 @@ void SetTitle(SessionStatusRow& row, const session::Titles& titles) {
 Json StatusRowToJson(const SessionStatusRow& row) {
   Json j = {{"session_id", row.session_id}, {"status", std::string(agent::AgentStatusName(row.status))}};
   if (row.title) j["title"] = *row.title;
+  if (row.awaiting_approval) j["awaiting_approval"] = true;
   if (row.updated_at) {
     // Both come from the header: a missing session has neither.
     j["updated_at"] = FormatRfc3339Utc(FromUnixMillis(*row.updated_at));
@@ -89,7 +90,8 @@ void SessionService::Recent(int64_t n, Callback<std::vector<SessionStatusRow>> d
                        .status = StatusOf(agents, h.id),
                        .updated_at = h.updated_at,
                        .archived = h.archived,
-                       .parent_id = h.parent_id});
+                       .parent_id = h.parent_id,
+                       .awaiting_approval = agents.AwaitingApproval(h.id)});
       ids.push_back(h.id);
     }
     ReadTitlesEach(store, std::move(ids), [rows, done](std::map<std::string, session::Titles> titles) {
@@ -111,6 +113,7 @@ void SessionService::Exact(std::string session_id, Callback<SessionStatusRow> do
       row.updated_at = header->updated_at;
       row.archived = header->archived;
       row.parent_id = header->parent_id;
+      row.awaiting_approval = agents.AwaitingApproval(session_id);
     } else if (header.status().code() == codes::kNotFound) {
       if (!live) return done(row);
       row.status = *live;  // live but not yet readable here: still not missing

@@ -25,6 +25,8 @@ struct SessionStatusRow {
   std::optional<int64_t> updated_at;  // Unix ms; absent only for kMissing
   bool archived = false;              // the header's `archived`; only shown with updated_at
   std::optional<std::string> parent_id;  // the header's: the session this one was forked from
+  // Running, with a tool call waiting for a person's decision (docs/TOOLS.md).
+  bool awaiting_approval = false;
 };
 
 // {session_id, title?, status, updated_at?, archived?, title_source?,

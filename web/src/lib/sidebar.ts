@@ -10,6 +10,12 @@ export interface RowFacts {
   updated_at?: string;
   title_source?: "user" | "generated" | "fallback" | null;
   parent_id?: string | null;
+  awaiting_approval?: boolean;
+}
+
+/** What a row says its state is: "waiting for approval" while a tool call waits for the person. */
+export function statusWords(row: { status: string; awaiting_approval?: boolean }): string {
+  return row.awaiting_approval && row.status === "running" ? "waiting for approval" : row.status;
 }
 
 /** "just now", "1 minute ago", "5 hours ago", "3 days ago": a relative time in whole words. */
@@ -36,7 +42,7 @@ export function rowLabel(
 ): string {
   const name = extra.pinned ? (row.title ? `Global interface: ${row.title}` : "Global interface") : row.title || row.session_id;
   const parts = [name];
-  if (row.status) parts.push(row.status);
+  if (row.status) parts.push(statusWords(row));
   const at = row.updated_at ? Date.parse(row.updated_at) : NaN;
   if (!Number.isNaN(at)) parts.push(`updated ${agoInWords(at, now)}`);
   if (extra.unread && extra.unread > 0) parts.push(`${extra.unread} unread`);

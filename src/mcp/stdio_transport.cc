@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "base/strings.h"
+#include "base/unique_fd.h"
 
 extern char** environ;  // NOLINT: POSIX declares it nowhere
 
@@ -61,33 +62,7 @@ Status Unavailable(std::string message) { return Status(codes::kMcpUnavailable, 
 // lacks extern "C".
 int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
 
-// An owned file descriptor.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  Fd& operator=(Fd&& other) noexcept {
-    if (this != &other) {
-      Reset();
-      fd_ = std::exchange(other.fd_, -1);
-    }
-    return *this;
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() { Reset(); }
-
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  void Reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
+using Fd = UniqueFd;
 
 // A close-on-exec pipe whose ends are above stderr: if the host runs with
 // fd 0, 1 or 2 closed, a pipe end there would be clobbered by the child's

@@ -26,6 +26,8 @@
 #include <string_view>
 #include <utility>
 
+#include "base/unique_fd.h"
+
 namespace dsh::workspace {
 namespace {
 
@@ -49,33 +51,7 @@ std::string ErrnoText(int err) {
 
 Status Unavailable(std::string message) { return Status(codes::kUnavailable, std::move(message)); }
 
-// An owned file descriptor.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  Fd& operator=(Fd&& other) noexcept {
-    if (this != &other) {
-      Reset();
-      fd_ = std::exchange(other.fd_, -1);
-    }
-    return *this;
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() { Reset(); }
-
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  void Reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
+using Fd = UniqueFd;
 
 // Moves a close-on-exec descriptor above stderr: if the host runs with fd
 // 0, 1 or 2 closed, a descriptor there would be clobbered by the child's

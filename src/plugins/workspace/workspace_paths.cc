@@ -126,11 +126,6 @@ Location MakeLocation(fs::path path, const fs::path& root, bool exists) {
 
 }  // namespace
 
-void UniqueFd::Reset() {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-}
-
 Result<Location> Locate(const Roots& roots, std::string_view path, Access access) {
   if (path.empty()) return InvalidArguments("path is empty");
   if (path.find('\0') != std::string_view::npos) return InvalidArguments("path contains a NUL byte");

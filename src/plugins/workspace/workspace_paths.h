@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "base/unique_fd.h"
 
 namespace dsh::workspace {
 
@@ -55,30 +56,6 @@ Result<Location> Locate(const Roots& roots, std::string_view path, Access access
 // Locate(...).path.
 Result<std::filesystem::path> Resolve(const Roots& roots, std::string_view path, Access access);
 
-// An owned file descriptor, closed on destruction. Move-only.
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(UniqueFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  UniqueFd& operator=(UniqueFd&& other) noexcept {
-    if (this != &other) {
-      Reset();
-      fd_ = std::exchange(other.fd_, -1);
-    }
-    return *this;
-  }
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  ~UniqueFd() { Reset(); }
-
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  void Reset();
-
- private:
-  int fd_ = -1;
-};
 
 // Opens the directory `root` (absolute) as an O_PATH descriptor, the anchor
 // of OpenBeneath. Errors: `not_found`, `io_error`.

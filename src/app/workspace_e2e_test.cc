@@ -223,5 +223,25 @@ TEST_F(WorkspaceE2E, AnUnattendedLoopRunWhoseCallNoOneApprovesSaysSoInItsOutcome
   EXPECT_EQ(outcome["error"]["code"], "approval_timeout") << outcome.dump();
 }
 
+// An operator without bubblewrap turns the sandbox off: the host says so at
+// start, in its log and in GET /api/host, and bash still runs (with a clean
+// environment) in the session's directory.
+TEST_F(WorkspaceE2E, ASandboxTurnedOffIsSaidAtStartAndBashStillRunsInTheCwd) {
+  chat_.Enqueue(ToolCallReply({ToolCall("c1", "bash", {{"command", "pwd; echo key=${OPENAI_API_KEY:-none}"}})}));
+  chat_.Enqueue(TextReply("done"));
+  Start(std::string(kTrusted) + "tools:\n  sandbox: false\n");
+  Json host = Call("GET", "/api/host");
+  EXPECT_EQ(host["sandbox"]["state"], "off") << host.dump();
+  EXPECT_NE(host["sandbox"].value("reason", "").find("tools.sandbox"), std::string::npos) << host.dump();
+  EXPECT_NE(web_->Stderr().find("tools.sandbox is false"), std::string::npos) << web_->Stderr();
+  std::string id = CreateSession();
+  Send(id, "where are you?");
+  auto results = OfType(UntilTurnEnds(id, 1), "tool/result");
+  ASSERT_EQ(results.size(), 1u);
+  std::string output = results[0]["result"].value("output", "");
+  EXPECT_NE(output.find(std::filesystem::canonical(Project()).string()), std::string::npos) << output;
+  EXPECT_NE(output.find("key=none"), std::string::npos) << output;
+}
+
 }  // namespace
 }  // namespace dsh::app

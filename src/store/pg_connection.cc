@@ -11,9 +11,12 @@
 #include <cerrno>
 #include <chrono>
 #include <charconv>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -75,19 +78,124 @@ std::string Trimmed(const char* m) {
   return s;
 }
 
+}  // namespace
+
+// Sends the notices of committed transactions on a connection of its own,
+// after their COMMIT, a few milliseconds' worth at a time. A NOTIFY inside a
+// transaction makes its COMMIT take PostgreSQL's notify-queue lock, which is
+// cluster-wide: every host's notifying commits would queue behind each
+// other. Sent afterwards, a notice can be lost with the host (a crash
+// between the commit and the send); they are hints, and the hosts' sweeps
+// find what a lost one announced.
+//
+// Thread-safe. Its thread starts with the first Post and ends with the
+// notifier, after sending what is pending.
+class PgNotifier {
+ public:
+  using Notices = std::vector<std::pair<std::string, std::string>>;  // (channel, payload)
+  PgNotifier(std::function<Result<PGconn*>()> connect, std::chrono::milliseconds gather)
+      : connect_(std::move(connect)), gather_(gather) {}
+  ~PgNotifier() {
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+    if (conn_ != nullptr) PQfinish(conn_);
+  }
+  PgNotifier(const PgNotifier&) = delete;
+  PgNotifier& operator=(const PgNotifier&) = delete;
+
+  void Post(Notices notices) {
+    if (notices.empty()) return;
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) return;
+      pending_.insert(pending_.end(), std::make_move_iterator(notices.begin()), std::make_move_iterator(notices.end()));
+      if (!thread_.joinable()) thread_ = std::thread([this] { Run(); });
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  void Run() {
+    std::unique_lock lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] { return stopping_ || !pending_.empty(); });
+      if (pending_.empty()) return;  // stopping, nothing left
+      // What other commits notify in the next moments goes in the same call.
+      if (!stopping_) cv_.wait_for(lock, gather_, [&] { return stopping_; });
+      Notices batch;
+      batch.swap(pending_);
+      lock.unlock();
+      Send(std::move(batch));
+      lock.lock();
+    }
+  }
+
+  void Send(Notices batch) {
+    std::sort(batch.begin(), batch.end());
+    batch.erase(std::unique(batch.begin(), batch.end()), batch.end());
+    if (conn_ == nullptr) {
+      auto conn = connect_();
+      if (!conn.ok()) {
+        spdlog::debug("postgres: notices not sent (the other hosts' sweeps find the news): {}", conn.status().ToString());
+        return;
+      }
+      conn_ = *conn;
+    }
+    std::string sql = "SELECT ";
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (i > 0) sql += ", ";
+      sql += "pg_notify(" + Literal(batch[i].first) + ", " + Literal(batch[i].second) + ")";
+    }
+    PGresult* r = PQexec(conn_, sql.c_str());
+    bool ok = PQresultStatus(r) == PGRES_TUPLES_OK;
+    PQclear(r);
+    if (!ok) {
+      spdlog::debug("postgres: notices not sent (the other hosts' sweeps find the news): {}",
+                    Trimmed(PQerrorMessage(conn_)));
+      PQfinish(conn_);
+      conn_ = nullptr;  // a new connection for the next batch
+    }
+  }
+
+  std::string Literal(const std::string& text) {
+    char* quoted = PQescapeLiteral(conn_, text.data(), text.size());
+    if (quoted == nullptr) return "''";
+    std::string out = quoted;
+    PQfreemem(quoted);
+    return out;
+  }
+
+  const std::function<Result<PGconn*>()> connect_;
+  const std::chrono::milliseconds gather_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  Notices pending_;        // GUARDED_BY(mu_)
+  bool stopping_ = false;  // GUARDED_BY(mu_)
+  std::thread thread_;     // started under mu_
+  PGconn* conn_ = nullptr;  // the thread's
+};
+
+namespace {
+
 class PgConnection final : public Connection {
  public:
-  PgConnection(PGconn* conn, std::string describe, std::string origin, const PgOptions& options)
+  PgConnection(PGconn* conn, std::string describe, std::string origin, const PgOptions& options,
+               std::shared_ptr<PgNotifier> notifier)
       : conn_(conn),
         describe_(std::move(describe)),
         origin_(std::move(origin)),
         idle_in_transaction_(options.idle_in_transaction_timeout),
-        lock_timeout_(options.lock_timeout) {}
+        lock_timeout_(options.lock_timeout),
+        notifier_(std::move(notifier)) {}
   ~PgConnection() override { PQfinish(conn_); }
   Dialect dialect() const override { return Dialect::kPostgres; }
 
-  // Kept until COMMIT, which sends them all in its own round trip (a job's
-  // savepoint rolled back drops its own).
+  // Kept until COMMIT, then handed to the notifier (a job's savepoint rolled
+  // back drops its own).
   Status Notify(std::string_view channel, std::string_view payload) override {
     if (!ValidChannel(channel)) return InvalidArguments("bad notification channel \"" + std::string(channel) + "\"");
     if (payload.size() > 4000) return InvalidArguments("a notification payload is at most 4000 bytes");
@@ -142,15 +250,17 @@ class PgConnection final : public Connection {
       return Status(codes::kStorage, "the transaction was aborted by an earlier error; nothing of it was saved");
     }
     // COMMIT releases every savepoint: a deferred RELEASE is not sent. The
-    // notices go in the same round trip, and go out only if it commits.
-    std::string sql = NoticesSql() + "COMMIT";
+    // notices go out only once it committed, after it (PgNotifier).
+    PgNotifier::Notices notices;
+    notices.swap(notices_);
     ForgetPending();
-    PgResult r(PQexec(conn_, sql.c_str()));
+    PgResult r(PQexec(conn_, "COMMIT"));
     if (PQresultStatus(r.get()) == PGRES_COMMAND_OK) {
       // PostgreSQL answers a COMMIT of a failed transaction with ROLLBACK.
       if (std::strcmp(PQcmdStatus(r.get()), "ROLLBACK") == 0) {
         return Status(codes::kStorage, "the transaction was rolled back; nothing of it was saved");
       }
+      notifier_->Post(std::move(notices));
       return Status::Ok();
     }
     if (PQstatus(conn_) == CONNECTION_BAD) {
@@ -219,19 +329,6 @@ class PgConnection final : public Connection {
     release_.clear();
     notices_.clear();
     marks_.clear();
-  }
-
-  // "SELECT pg_notify(...), ...; " for the notices kept, each once.
-  std::string NoticesSql() {
-    if (notices_.empty()) return "";
-    std::sort(notices_.begin(), notices_.end());
-    notices_.erase(std::unique(notices_.begin(), notices_.end()), notices_.end());
-    std::string sql = "SELECT ";
-    for (size_t i = 0; i < notices_.size(); ++i) {
-      if (i > 0) sql += ", ";
-      sql += "pg_notify(" + Literal(notices_[i].first) + ", " + Literal(notices_[i].second) + ")";
-    }
-    return sql + "; ";
   }
 
   std::string Literal(const std::string& text) {
@@ -370,7 +467,8 @@ class PgConnection final : public Connection {
   const std::chrono::milliseconds lock_timeout_;         // PgOptions; zero: no limit
   // Write transaction state kept client-side until a command carries it.
   std::string release_;  // "BEGIN; " or "RELEASE SAVEPOINT x; " not yet sent
-  std::vector<std::pair<std::string, std::string>> notices_;  // (channel, payload) for COMMIT
+  PgNotifier::Notices notices_;  // (channel, payload) for after COMMIT
+  std::shared_ptr<PgNotifier> notifier_;
   std::vector<size_t> marks_;  // notices_.size() at each open savepoint
   std::unordered_map<std::string, std::string> prepared_;  // key -> statement name
   int64_t total_changes_ = 0;
@@ -446,7 +544,16 @@ std::string NewOrigin() {
 
 }  // namespace
 
-PgConnectionFactory::PgConnectionFactory(PgOptions options) : options_(std::move(options)), origin_(NewOrigin()) {}
+// How long the notifier waits for more notices before it sends a batch.
+constexpr std::chrono::milliseconds kNotifyGather{2};
+
+PgConnectionFactory::PgConnectionFactory(PgOptions options)
+    : options_(std::move(options)),
+      origin_(NewOrigin()),
+      notifier_(std::make_shared<PgNotifier>(
+          [url = options_.url, describe = Describe()] { return ConnectPg(url, describe); }, kNotifyGather)) {}
+
+PgConnectionFactory::~PgConnectionFactory() = default;
 
 std::string TranslateForPostgres(std::string_view sql) {
   static constexpr std::string_view kPostgres = "/*postgres:";
@@ -520,7 +627,9 @@ std::string PgConnectionFactory::Describe() const {
   return out;
 }
 
-Result<PGconn*> PgConnectionFactory::Connect() const {
+Result<PGconn*> PgConnectionFactory::Connect() const { return ConnectPg(options_.url, Describe()); }
+
+Result<PGconn*> PgConnectionFactory::ConnectPg(const std::string& url, const std::string& describe) {
   // Our defaults first, then the URL (expanded in place): what the URL says wins.
   std::vector<const char*> keys, values;
   for (const auto& [key, value] : kPgKeepaliveDefaults) {
@@ -528,14 +637,14 @@ Result<PGconn*> PgConnectionFactory::Connect() const {
     values.push_back(value);
   }
   keys.push_back("dbname");
-  values.push_back(options_.url.c_str());
+  values.push_back(url.c_str());
   keys.push_back(nullptr);
   values.push_back(nullptr);
   PGconn* conn = PQconnectdbParams(keys.data(), values.data(), /*expand_dbname=*/1);
   if (PQstatus(conn) != CONNECTION_OK) {
     std::string msg = Trimmed(PQerrorMessage(conn));
     PQfinish(conn);
-    return Status(codes::kUnavailable, "cannot connect to " + Describe() + ": " + msg);
+    return Status(codes::kUnavailable, "cannot connect to " + describe + ": " + msg);
   }
   // The server's notices (and libpq's own) go to the debug log, not stderr.
   PQsetNoticeProcessor(
@@ -545,7 +654,7 @@ Result<PGconn*> PgConnectionFactory::Connect() const {
 
 Result<std::unique_ptr<Connection>> PgConnectionFactory::Open() {
   DSH_ASSIGN_OR_RETURN(PGconn * conn, Connect());
-  auto c = std::make_unique<PgConnection>(conn, Describe(), origin_, options_);
+  auto c = std::make_unique<PgConnection>(conn, Describe(), origin_, options_, notifier_);
   if (Status st = c->Configure(); !st.ok()) {
     return st.WithContext("cannot configure " + Describe());
   }

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -69,12 +70,18 @@ inline constexpr const char* kPgKeepaliveDefaults[][2] = {{"keepalives", "1"},
 // is `storage_error`. A statement that fails inside a transaction aborts it
 // (InTransaction() is false then), unlike SQLite.
 //
-// Notices (Tx::Notify) are `pg_notify` calls in the transaction, heard by
-// the other factories' listeners (LISTEN), which also read the server's
-// clock (clock_timestamp()).
+// Notices (Tx::Notify) are `pg_notify` calls sent after the transaction
+// committed, on a connection of the factory's own, a few milliseconds of
+// commits at a time (PgNotifier: a NOTIFY inside a transaction would make
+// every host's commits queue for PostgreSQL's cluster-wide notify lock);
+// they are heard by the other factories' listeners (LISTEN), which also
+// read the server's clock (clock_timestamp()).
+class PgNotifier;
+
 class PgConnectionFactory final : public ConnectionFactory {
  public:
   explicit PgConnectionFactory(PgOptions options);
+  ~PgConnectionFactory() override;
   Result<std::unique_ptr<Connection>> Open() override;
   Result<std::unique_ptr<Listener>> OpenListener() override;
   // "postgres host:port/dbname as user", without the password.
@@ -82,9 +89,13 @@ class PgConnectionFactory final : public ConnectionFactory {
 
  private:
   Result<::pg_conn*> Connect() const;
+  static Result<::pg_conn*> ConnectPg(const std::string& url, const std::string& describe);
 
   PgOptions options_;
   const std::string origin_;  // names this factory's notices
+  // Sends the notices of its connections' commits after them; shared with
+  // the connections, which may outlive the factory.
+  std::shared_ptr<PgNotifier> notifier_;
 };
 
 // The portable SQL in PostgreSQL's form (see PgConnectionFactory).

@@ -331,14 +331,6 @@ class PgConnection final : public Connection {
     marks_.clear();
   }
 
-  std::string Literal(const std::string& text) {
-    char* quoted = PQescapeLiteral(conn_, text.data(), text.size());
-    if (quoted == nullptr) return "''";
-    std::string out = quoted;
-    PQfreemem(quoted);
-    return out;
-  }
-
   int64_t Changed(PGresult* r) {
     const char* n = PQcmdTuples(r);
     int64_t v = (n && *n) ? std::strtoll(n, nullptr, 10) : 0;

@@ -1,11 +1,16 @@
 #include "plugins/workspace/process.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -16,6 +21,7 @@ namespace dsh::workspace {
 namespace {
 
 using std::chrono::milliseconds;
+namespace fs = std::filesystem;
 
 ProcessSpec Shell(const std::string& script) {
   ProcessSpec spec;
@@ -39,18 +45,15 @@ std::string ReadText(const std::filesystem::path& path) {
 }
 
 // Whether `pid` is no longer running (gone, or a zombie nobody reaped yet)
-// within `limit`: killing is asynchronous for processes we did not reap.
+// within `limit`: killing is asynchronous for processes we did not reap. A
+// pidfd becomes readable when its process exits.
 bool StopsWithin(pid_t pid, milliseconds limit) {
-  auto until = std::chrono::steady_clock::now() + limit;
-  while (true) {
-    std::string stat = ReadText("/proc/" + std::to_string(pid) + "/stat");
-    size_t paren = stat.rfind(')');
-    if (stat.empty() || (paren != std::string::npos && stat.size() > paren + 2 && stat[paren + 2] == 'Z')) {
-      return true;
-    }
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(milliseconds(10));
-  }
+  int fd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  if (fd < 0) return errno == ESRCH;  // already gone
+  pollfd p{fd, POLLIN, 0};
+  int ready = poll(&p, 1, static_cast<int>(limit.count()));
+  close(fd);
+  return ready == 1;
 }
 
 TEST(Process, ReportsTheExitCode) {
@@ -124,10 +127,13 @@ TEST(Process, TimeoutKillsTheWholeGroupEvenWhenSigtermIsIgnored) {
 
 TEST(Process, CancelKillsTheGroup) {
   auto cancel = std::make_shared<agent::CancelToken>();
-  ProcessSpec spec = Shell("sleep 100 & sleep 100");
+  testing::TempDir dir;
+  fs::path fifo = fs::path(dir.path()) / "started";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  ProcessSpec spec = Shell("sleep 100 & echo > " + fifo.string() + "; sleep 100");
   spec.cancel = cancel;
-  std::thread canceller([cancel] {
-    std::this_thread::sleep_for(milliseconds(200));
+  std::thread canceller([cancel, fifo] {  // once the group runs
+    std::ifstream(fifo).get();
     cancel->Cancel();
   });
   ProcessResult r = MustRun(spec);

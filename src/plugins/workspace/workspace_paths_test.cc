@@ -172,9 +172,15 @@ TEST_F(WorkspacePaths, RefusesProcSelfRoot) {
 }
 
 TEST_F(WorkspacePaths, RefusesProcPidCwdEvenWhenItIsInside) {
-  // The test process's cwd made a root: only the /proc rule can refuse it.
-  fs::path process_cwd = fs::canonical(fs::current_path());
-  if (process_cwd == "/") GTEST_SKIP() << "the test runs in /";
+  // The test process's cwd, inside a root: only the /proc rule can refuse it.
+  fs::path previous = fs::current_path();
+  fs::path process_cwd = fs::canonical(ws()) / "cwd";
+  fs::create_directories(process_cwd);
+  fs::current_path(process_cwd);
+  struct Back {
+    fs::path to;
+    ~Back() { fs::current_path(to); }
+  } back{previous};
   roots_.extra.push_back(process_cwd);
   EXPECT_TRUE(Resolve(roots_, process_cwd.string(), Access::kRead).ok());
   std::string via_proc = "/proc/" + std::to_string(getpid()) + "/cwd";

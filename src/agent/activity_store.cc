@@ -109,10 +109,38 @@ Result<int64_t> MarkWhere(Tx& tx, const std::string& where, std::span<const Valu
   return marked;
 }
 
+// The subscriptions in effect when any of them takes one of `events`.
+std::shared_ptr<const outbox::Subscriptions> Wanting(outbox::SubscriptionSource* webhooks,
+                                                    std::initializer_list<std::string_view> events) {
+  if (webhooks == nullptr) return nullptr;
+  auto subs = webhooks->Get();
+  if (!subs || subs->empty()) return nullptr;
+  for (std::string_view e : events) {
+    if (subs->Wants(e)) return subs;
+  }
+  return nullptr;
+}
+
+Status Send(Tx& tx, const outbox::Subscriptions& subs, outbox::SubscriptionSource* webhooks, std::string_view event,
+            const Item& item, std::string phase, int64_t at) {
+  outbox::Fact fact{item.key, std::move(phase), item.loop_id, item.outcome.session_id};
+  return outbox::Enqueue(tx, subs, webhooks, event, fact, WebhookData(item), at);
+}
+
+// What a new item sends: `activity.created`, and `reminder.dispatched` for
+// a reminder (`phase` tells a failed dispatch from the delivery).
+Status SendNew(Tx& tx, const outbox::Subscriptions& subs, outbox::SubscriptionSource* webhooks, const Item& item,
+               bool created, std::string_view phase, int64_t at) {
+  if (created) DSH_RETURN_IF_ERROR(Send(tx, subs, webhooks, "activity.created", item, "", at));
+  if (item.kind == "reminder") DSH_RETURN_IF_ERROR(Send(tx, subs, webhooks, "reminder.dispatched", item, std::string(phase), at));
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status Delivered(Tx& tx, const Source& s, const std::string& session_id, const std::string& message_id,
-                 const std::optional<std::string>& key, int64_t at, std::optional<Started> started) {
+                 const std::optional<std::string>& key, int64_t at, std::optional<Started> started,
+                 outbox::SubscriptionSource* webhooks) {
   std::string row_key = key ? *key : "msg:" + message_id;
   std::optional<int64_t> seq, started_at;
   if (started) {
@@ -123,24 +151,49 @@ Status Delivered(Tx& tx, const Source& s, const std::string& session_id, const s
   std::array<Value, 11> params = {std::string_view(row_key), std::string_view(message_id), std::string_view(s.kind),
                                   std::string_view(session_id), OptValue(s.loop_id), OptValue(s.nominal_at),
                                   OptValue(s.schedule_id), at, status, OptValue(seq), OptValue(started_at)};
-  DSH_ASSIGN_OR_RETURN(int64_t inserted,
-                       tx.Exec("INSERT INTO activity (key, message_id, kind, session_id, loop_id, nominal_at,"
+  std::optional<int64_t> num;
+  auto on_num = [&](const Row& row) {
+    num = row.Int(0);
+    return Status::Ok();
+  };
+  DSH_RETURN_IF_ERROR(tx.Query("INSERT INTO activity (key, message_id, kind, session_id, loop_id, nominal_at,"
                                " schedule_id, at, status, seq, started_at, read)"
-                               " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0) ON CONFLICT (key) DO NOTHING",
-                               params));
-  if (inserted == 1) return AddUnread(tx, session_id, 1);
-  // A failed attempt of the same occurrence becomes this delivery (read or
-  // not as it was).
-  return tx
-      .Exec("UPDATE activity SET message_id = ?, session_id = ?, at = ?, status = ?, seq = ?, started_at = ?,"
-            " error_code = NULL, error_message = NULL WHERE key = ? AND status = 'none'",
-            {std::string_view(message_id), std::string_view(session_id), at, status, OptValue(seq),
-             OptValue(started_at), std::string_view(row_key)})
-      .status();
+                               " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0) ON CONFLICT (key) DO NOTHING RETURNING num",
+                               params, on_num));
+  bool created = num.has_value();
+  if (created) {
+    DSH_RETURN_IF_ERROR(AddUnread(tx, session_id, 1));
+  } else {
+    // A failed attempt of the same occurrence becomes this delivery (read
+    // or not as it was).
+    DSH_RETURN_IF_ERROR(
+        tx.Query("UPDATE activity SET message_id = ?, session_id = ?, at = ?, status = ?, seq = ?, started_at = ?,"
+                 " error_code = NULL, error_message = NULL WHERE key = ? AND status = 'none' RETURNING num",
+                 {std::string_view(message_id), std::string_view(session_id), at, status, OptValue(seq),
+                  OptValue(started_at), std::string_view(row_key)},
+                 on_num));
+    if (!num) return Status::Ok();
+  }
+  auto subs = Wanting(webhooks, {"activity.created", "reminder.dispatched"});
+  if (!subs) return Status::Ok();
+  Item item;
+  item.id = *num;
+  item.at = at;
+  item.kind = s.kind;
+  item.loop_id = s.loop_id;
+  item.nominal_at = s.nominal_at;
+  item.schedule_id = s.schedule_id;
+  item.key = row_key;
+  item.outcome.status = std::string(status);
+  item.outcome.session_id = session_id;
+  item.outcome.seq = seq;
+  item.outcome.started_at = started_at;
+  return SendNew(tx, *subs, webhooks, item, created, "", at);
 }
 
 Status DeliveryFailed(Tx& tx, const Source& s, const std::optional<std::string>& session_id,
-                      const std::string& key, const std::string& error, int64_t at) {
+                      const std::string& key, const std::string& error, int64_t at,
+                      outbox::SubscriptionSource* webhooks) {
   std::array<Value, 10> params = {std::string_view(key),
                                   std::string_view(s.kind),
                                   OptValue(session_id),
@@ -151,19 +204,41 @@ Status DeliveryFailed(Tx& tx, const Source& s, const std::optional<std::string>&
                                   std::string_view(kNone),
                                   std::string_view("delivery_failed"),
                                   std::string_view(error)};
-  DSH_ASSIGN_OR_RETURN(
-      int64_t inserted,
-      tx.Exec("INSERT INTO activity (key, kind, session_id, loop_id, nominal_at, schedule_id, at,"
-              " status, error_code, error_message, read) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)"
-              " ON CONFLICT (key) DO NOTHING",
-              params));
-  if (inserted == 1) return AddUnread(tx, session_id, 1);
-  // Another failed attempt of the same occurrence updates its row; a
-  // delivered one is left alone.
-  return tx
-      .Exec("UPDATE activity SET at = ?, error_message = ? WHERE key = ? AND status = 'none'",
-            {at, std::string_view(error), std::string_view(key)})
-      .status();
+  std::optional<int64_t> num;
+  DSH_RETURN_IF_ERROR(tx.Query("INSERT INTO activity (key, kind, session_id, loop_id, nominal_at, schedule_id, at,"
+                               " status, error_code, error_message, read) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)"
+                               " ON CONFLICT (key) DO NOTHING RETURNING num",
+                               params, [&](const Row& row) {
+                                 num = row.Int(0);
+                                 return Status::Ok();
+                               }));
+  if (!num) {
+    // Another failed attempt of the same occurrence updates its row; a
+    // delivered one is left alone.
+    return tx
+        .Exec("UPDATE activity SET at = ?, error_message = ? WHERE key = ? AND status = 'none'",
+              {at, std::string_view(error), std::string_view(key)})
+        .status();
+  }
+  DSH_RETURN_IF_ERROR(AddUnread(tx, session_id, 1));
+  auto subs = Wanting(webhooks, {"activity.created", "reminder.dispatched", "loop.run.failed"});
+  if (!subs) return Status::Ok();
+  Item item;
+  item.id = *num;
+  item.at = at;
+  item.kind = s.kind;
+  item.loop_id = s.loop_id;
+  item.nominal_at = s.nominal_at;
+  item.schedule_id = s.schedule_id;
+  item.key = key;
+  item.outcome.status = std::string(kNone);
+  item.outcome.error_code = "delivery_failed";
+  item.outcome.error_message = error;
+  item.outcome.session_id = session_id;
+  item.summary = Summary(error);
+  DSH_RETURN_IF_ERROR(SendNew(tx, *subs, webhooks, item, true, ":failed", at));
+  if (item.kind == "loop_run") return Send(tx, *subs, webhooks, "loop.run.failed", item, ":delivery", at);
+  return Status::Ok();
 }
 
 Result<int64_t> TurnStarted(Tx& tx, const std::vector<session::Event>& stored) {
@@ -199,7 +274,8 @@ std::string Summary(std::string_view text) {
   return std::string(text.substr(0, cut)) + "…";
 }
 
-Result<int64_t> TurnEnded(Tx& tx, const std::vector<std::string>& message_ids, const TurnEnd& end) {
+Result<int64_t> TurnEnded(Tx& tx, const std::vector<std::string>& message_ids, const TurnEnd& end,
+                          outbox::SubscriptionSource* webhooks) {
   if (message_ids.empty()) return int64_t{0};
   std::string sql =
       "UPDATE activity SET status = ?, error_code = ?, error_message = ?, ended_at = ?, input_tokens = ?,"
@@ -212,7 +288,33 @@ Result<int64_t> TurnEnded(Tx& tx, const std::vector<std::string>& message_ids, c
     params.emplace_back(std::string_view(message_ids[i]));
   }
   sql += ")";
-  return tx.Exec(sql, params);
+  auto subs = Wanting(webhooks, {"loop.run.completed", "loop.run.failed"});
+  if (!subs) return tx.Exec(sql, params);
+  std::vector<Item> runs;
+  int64_t changed = 0;
+  DSH_RETURN_IF_ERROR(tx.Query(sql + " RETURNING num, kind, key, loop_id, nominal_at, schedule_id, at, " +
+                                   OutcomeColumns(""),
+                               params, [&](const Row& row) {
+                                 ++changed;
+                                 if (row.Text(1) != "loop_run") return Status::Ok();
+                                 Item item;
+                                 item.id = row.Int(0);
+                                 item.kind = row.String(1);
+                                 item.key = row.String(2);
+                                 item.loop_id = row.OptString(3);
+                                 item.nominal_at = row.OptInt(4);
+                                 item.schedule_id = row.OptString(5);
+                                 item.at = row.Int(6);
+                                 item.outcome = OutcomeFromRow(row, 7).value_or(Outcome{});
+                                 item.summary = end.summary;
+                                 runs.push_back(std::move(item));
+                                 return Status::Ok();
+                               }));
+  for (const Item& item : runs) {
+    std::string_view event = end.status == kError ? "loop.run.failed" : "loop.run.completed";
+    DSH_RETURN_IF_ERROR(Send(tx, *subs, webhooks, event, item, "", end.ended_at));
+  }
+  return changed;
 }
 
 Json OutcomeJson(const Outcome& o) {
@@ -233,9 +335,9 @@ Json OutcomeJson(const Outcome& o) {
 }
 
 std::string OutcomeColumns(std::string_view alias) {
-  std::string a(alias);
-  return a + ".status, " + a + ".error_code, " + a + ".error_message, " + a + ".session_id, " + a + ".seq, " +
-         a + ".started_at, " + a + ".ended_at, " + a + ".input_tokens, " + a + ".output_tokens";
+  std::string a = alias.empty() ? "" : std::string(alias) + ".";
+  return a + "status, " + a + "error_code, " + a + "error_message, " + a + "session_id, " + a + "seq, " + a +
+         "started_at, " + a + "ended_at, " + a + "input_tokens, " + a + "output_tokens";
 }
 
 std::optional<Outcome> OutcomeFromRow(const Row& row, int col) {
@@ -272,6 +374,14 @@ Json ItemJson(const Item& item, const std::optional<std::string>& title) {
   return j;
 }
 
+Json WebhookData(const Item& item) {
+  Json j = ItemJson(item, std::nullopt);
+  j["activity_id"] = j["id"];
+  j.erase("id");
+  j.erase("read");
+  return j;
+}
+
 std::optional<Filter> ParseFilter(std::string_view name) {
   if (name == "all") return Filter::kAll;
   if (name == "unread") return Filter::kUnread;
@@ -294,7 +404,7 @@ Result<Page> List(Tx& tx, Filter filter, int64_t limit, std::optional<int64_t> b
   }
   Page page;
   DSH_RETURN_IF_ERROR(tx.Query(
-      "SELECT num, at, kind, loop_id, schedule_id, nominal_at, summary, read, " + OutcomeColumns("a") +
+      "SELECT num, at, kind, loop_id, schedule_id, nominal_at, summary, read, key, " + OutcomeColumns("a") +
           " FROM activity a WHERE num < ?" + where + " ORDER BY num DESC LIMIT ?",
       {before.value_or(std::numeric_limits<int64_t>::max()), limit + 1}, [&](const Row& row) {
         Item item;
@@ -306,7 +416,8 @@ Result<Page> List(Tx& tx, Filter filter, int64_t limit, std::optional<int64_t> b
         item.nominal_at = row.OptInt(5);
         item.summary = row.OptString(6);
         item.read = row.Int(7) != 0;
-        item.outcome = OutcomeFromRow(row, 8).value_or(Outcome{});
+        item.key = row.String(8);
+        item.outcome = OutcomeFromRow(row, 9).value_or(Outcome{});
         page.items.push_back(std::move(item));
         return Status::Ok();
       }));

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/outbox.h"
 #include "base/json.h"
 #include "base/status.h"
 #include "session/event.h"
@@ -65,14 +66,21 @@ struct Started {
   int64_t seq = 0;
   int64_t at = 0;
 };
+//
+// `webhooks` (nullable): where facts also go out (outbox.h). A new item
+// sends `activity.created`, a reminder's delivery `reminder.dispatched`.
 Status Delivered(store::Tx& tx, const Source& source, const std::string& session_id, const std::string& message_id,
-                 const std::optional<std::string>& key, int64_t at, std::optional<Started> started = std::nullopt);
+                 const std::optional<std::string>& key, int64_t at, std::optional<Started> started = std::nullopt,
+                 outbox::SubscriptionSource* webhooks = nullptr);
 
 // A delivery failed and left no message. `key` identifies the occurrence
 // (a retry that fails again updates the same row; one that succeeds turns
-// it into a delivery).
+// it into a delivery). Sends `activity.created` for a new item, and
+// `loop.run.failed` (a loop run) or `reminder.dispatched` (a reminder) once
+// per occurrence.
 Status DeliveryFailed(store::Tx& tx, const Source& source, const std::optional<std::string>& session_id,
-                      const std::string& key, const std::string& error, int64_t at);
+                      const std::string& key, const std::string& error, int64_t at,
+                      outbox::SubscriptionSource* webhooks = nullptr);
 
 // The `message/user` events among `stored` started a turn (or joined one):
 // their rows become `running` with the event's seq. Returns the rows changed.
@@ -93,7 +101,10 @@ inline constexpr size_t kSummaryChars = 200;
 // (UTF-8 safe, "…" when cut).
 std::string Summary(std::string_view text);
 
-Result<int64_t> TurnEnded(store::Tx& tx, const std::vector<std::string>& message_ids, const TurnEnd& end);
+// A loop run's item sends `loop.run.completed` (completed, cancelled) or
+// `loop.run.failed` (error).
+Result<int64_t> TurnEnded(store::Tx& tx, const std::vector<std::string>& message_ids, const TurnEnd& end,
+                          outbox::SubscriptionSource* webhooks = nullptr);
 
 // The outcome of one delivery as recorded.
 struct Outcome {
@@ -110,7 +121,7 @@ struct Outcome {
 // {status, error?: {code, message}, session_id?, seq?, started_at?,
 //  ended_at?, duration_ms?, tokens?: {input_tokens, output_tokens}}
 Json OutcomeJson(const Outcome& outcome);
-// The columns an outcome is read from, prefixed with `alias.`, in the order
+// The columns an outcome is read from, prefixed with `alias.` (none when empty), in the order
 // OutcomeFromRow reads them starting at `col` (9 columns).
 std::string OutcomeColumns(std::string_view alias);
 // nullopt when the status column is NULL (no row joined).
@@ -126,9 +137,13 @@ struct Item {
   Outcome outcome;  // session_id and seq are the item's
   std::optional<std::string> summary;
   bool read = false;
+  std::string key;  // the item's key (its inbox key, or "msg:" + message id)
 };
 // The item as the API shows it; `title` added when known.
 Json ItemJson(const Item& item, const std::optional<std::string>& title);
+// The item as a webhook's `data` (docs/NOTIFICATIONS.md): ItemJson with
+// `activity_id` for `id`, without `read`.
+Json WebhookData(const Item& item);
 
 enum class Filter { kAll, kUnread, kFailed };
 std::optional<Filter> ParseFilter(std::string_view name);

@@ -61,6 +61,22 @@ std::string CleanTitle(std::string title) {
   return session::FallbackTitle(title);  // the same length cap and whitespace rules
 }
 
+// `approval.requested` for each request among `stored`, in their transaction.
+Status SendApprovalRequests(store::Tx& tx, outbox::SubscriptionSource& webhooks, const std::string& session_id,
+                            const std::vector<Event>& stored, int64_t now) {
+  auto subs = webhooks.Get();
+  if (!subs || !subs->Wants("approval.requested")) return Status::Ok();
+  for (const Event& e : stored) {
+    if (e.type != event_types::kApprovalRequested) continue;
+    std::string call_id = e.data.value("call_id", "");
+    Json data = {{"session_id", session_id}, {"seq", e.seq},     {"call_id", call_id},
+                 {"tool", e.data.value("name", "")}, {"summary", e.data.value("summary", "")}};
+    outbox::Fact fact{"approval:" + session_id + ":" + call_id, "", std::nullopt, session_id};
+    DSH_RETURN_IF_ERROR(outbox::Enqueue(tx, *subs, &webhooks, "approval.requested", fact, data, now));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Agent::Agent(AgentManager& manager, session::SessionHeader header, std::vector<Event> events)
@@ -253,14 +269,15 @@ void Agent::Deliver(InboxMessage message, std::optional<std::string> key, std::f
     // A used key rolls the whole job back (the turn never started) and
     // answers with the first message's id.
     auto activity_rows = std::make_shared<int64_t>(0);
-    session::SessionStore::AlsoFn insert = [msg, key = std::move(key), first_id, activity_rows](
+    session::SessionStore::AlsoFn insert = [msg, key = std::move(key), first_id, activity_rows,
+                                            webhooks = &self->manager_.webhooks_](
                                                store::Tx& tx, const Events& stored) -> Status {
       // Its user event is among `stored`: the activity item starts running.
       std::optional<activity::Started> started;
       for (const auto& e : stored) {
         if (e.type == et::kUserMessage) started = activity::Started{e.seq, e.at};
       }
-      DSH_ASSIGN_OR_RETURN(auto inserted, agent_store::Insert(tx, *msg, key, started));
+      DSH_ASSIGN_OR_RETURN(auto inserted, agent_store::Insert(tx, *msg, key, started, webhooks));
       if (inserted.duplicate) {
         *first_id = inserted.message_id;
         return Status("duplicate_key", "the key was used before");
@@ -807,12 +824,15 @@ void Agent::Append(std::vector<EventDraft> drafts, std::vector<std::string> cons
   bool starts = record && std::any_of(drafts.begin(), drafts.end(),
                                       [](const EventDraft& d) { return d.type == et::kUserMessage; });
   if (!record) end.reset();
+  outbox::SubscriptionSource* webhooks = &manager_.webhooks_;
+  bool asks = std::any_of(drafts.begin(), drafts.end(),
+                          [](const EventDraft& d) { return d.type == event_types::kApprovalRequested; });
   session::SessionStore::AlsoFn also;
   auto activity_rows = std::make_shared<int64_t>(0);
-  if (!consume.empty() || starts) {
+  if (!consume.empty() || starts || asks) {
     int64_t now = ToUnixMillis(manager_.clock_.Now());
-    also = [consume = std::move(consume), now, starts, end = std::move(end), activity_rows](
-               store::Tx& tx, const Events& stored) -> Status {
+    also = [consume = std::move(consume), now, starts, end = std::move(end), activity_rows, webhooks, asks,
+            session_id = header_.id](store::Tx& tx, const Events& stored) -> Status {
       // Assigned once at the end: a contended job runs again (store::Database).
       int64_t rows = 0;
       if (starts) {
@@ -821,10 +841,11 @@ void Agent::Append(std::vector<EventDraft> drafts, std::vector<std::string> cons
       if (!consume.empty()) {
         DSH_RETURN_IF_ERROR(agent_store::Consume(tx, consume, now));
         if (end) {
-          DSH_ASSIGN_OR_RETURN(int64_t ended, activity::TurnEnded(tx, consume, *end));
+          DSH_ASSIGN_OR_RETURN(int64_t ended, activity::TurnEnded(tx, consume, *end, webhooks));
           rows += ended;
         }
       }
+      if (asks) DSH_RETURN_IF_ERROR(SendApprovalRequests(tx, *webhooks, session_id, stored, now));
       *activity_rows = rows;
       return Status::Ok();
     };

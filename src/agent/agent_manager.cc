@@ -305,8 +305,8 @@ void AgentManager::CreateWith(session::NewSession session, Delivery first, std::
   if (options_.record_activity) msg->activity = std::move(first.activity);
   sessions_.CreateWithAsync(
       std::move(session),
-      [msg, key = std::move(first.key)](store::Tx& tx, const session::SessionHeader&) {
-        return agent_store::Insert(tx, *msg, key).status();
+      [this, msg, key = std::move(first.key)](store::Tx& tx, const session::SessionHeader&) {
+        return agent_store::Insert(tx, *msg, key, std::nullopt, &webhooks_).status();
       },
       [this, msg, done = std::move(done)](Result<session::SessionHeader> h) {
         if (!h.ok()) return done(h.status());
@@ -349,8 +349,8 @@ void AgentManager::Accept(InboxMessage message, std::optional<std::string> key,
   auto msg = std::make_shared<InboxMessage>(std::move(message));
   auto inserted = std::make_shared<agent_store::Inserted>();
   db_.Write(
-      [msg, key = std::move(key), inserted](store::Tx& tx) -> Status {
-        DSH_ASSIGN_OR_RETURN(*inserted, agent_store::Insert(tx, *msg, key));
+      [this, msg, key = std::move(key), inserted](store::Tx& tx) -> Status {
+        DSH_ASSIGN_OR_RETURN(*inserted, agent_store::Insert(tx, *msg, key, std::nullopt, &webhooks_));
         // The session may be live on another host (docs/STORAGE.md, "Notices").
         if (!inserted->duplicate) return tx.Notify("inbox", msg->session_id);
         return Status::Ok();

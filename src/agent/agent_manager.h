@@ -139,10 +139,12 @@ class AgentManager {
                AgentManagerOptions options);
   ~AgentManager();
 
-  // The agent layer's tables: the inbox, the leases and the activity list.
+  // The agent layer's tables: the inbox, the leases, the activity list and
+  // the webhook outbox.
   static std::vector<store::Migration> Migrations() {
     auto all = agent_store::Migrations();
     for (auto& m : activity::Migrations()) all.push_back(std::move(m));
+    for (auto& m : outbox::Migrations()) all.push_back(std::move(m));
     return all;
   }
 
@@ -219,6 +221,10 @@ class AgentManager {
   // had passed — also those an observer keeps live (keep_live).
   void EvictIdleForTesting();
 
+  // The webhook endpoints the facts this manager records go out to
+  // (outbox.h; set by the webhooks plugin, none by default). Thread-safe.
+  outbox::SubscriptionSource& webhooks() { return webhooks_; }
+
  private:
   friend class Agent;
 
@@ -258,6 +264,7 @@ class AgentManager {
   AgentEnvironment environment_;
   std::vector<AgentObserver> observers_;  // filled before Start, read-only after
   AgentManagerOptions options_;
+  outbox::SubscriptionSource webhooks_;
   std::string holder_;
 
   mutable std::mutex mu_;

@@ -57,7 +57,7 @@ std::vector<store::Migration> Migrations() {
 }
 
 Result<Inserted> Insert(Tx& tx, InboxMessage& m, const std::optional<std::string>& key,
-                        std::optional<activity::Started> started) {
+                        std::optional<activity::Started> started, outbox::SubscriptionSource* webhooks) {
   bool exists = false;
   DSH_RETURN_IF_ERROR(tx.Query("SELECT 1 FROM sessions WHERE id = ?", {std::string_view(m.session_id)}, [&](const Row&) {
     exists = true;
@@ -93,7 +93,8 @@ Result<Inserted> Insert(Tx& tx, InboxMessage& m, const std::optional<std::string
     return *first;
   }
   if (m.activity) {
-    DSH_RETURN_IF_ERROR(activity::Delivered(tx, *m.activity, m.session_id, m.message_id, key, m.created_at, started));
+    DSH_RETURN_IF_ERROR(activity::Delivered(tx, *m.activity, m.session_id, m.message_id, key, m.created_at, started,
+                                            webhooks));
   }
   return Inserted{m.message_id, false, m.num};
 }

@@ -66,7 +66,8 @@ struct Inserted {
 // its activity row (activity::Delivered).
 // `started`: passed on to activity::Delivered.
 Result<Inserted> Insert(store::Tx& tx, InboxMessage& message, const std::optional<std::string>& key,
-                        std::optional<activity::Started> started = std::nullopt);
+                        std::optional<activity::Started> started = std::nullopt,
+                        outbox::SubscriptionSource* webhooks = nullptr);
 
 // The session's pending messages, oldest first.
 Result<std::vector<InboxMessage>> Pending(store::Tx& tx, const std::string& session_id);

@@ -89,12 +89,16 @@ std::vector<HttpRoute> ActivityRoutes(store::Database& db, session::SessionStore
             struct Read {
               activity::Page page;
               int64_t unread = 0;
+              std::map<std::string, Json> receipts;  // by item key
             };
             auto read = std::make_shared<Read>();
             db.Read(
                 [read, filter, limit = *limit, before](store::Tx& tx) -> Status {
                   DSH_ASSIGN_OR_RETURN(read->page, activity::List(tx, filter, limit, before));
                   DSH_ASSIGN_OR_RETURN(read->unread, activity::CountUnreadTotal(tx));
+                  std::vector<std::string> keys;
+                  for (const auto& item : read->page.items) keys.push_back(item.key);
+                  DSH_ASSIGN_OR_RETURN(read->receipts, agent::outbox::Receipts(tx, keys));
                   return Status::Ok();
                 },
                 [&sessions, read, done = std::move(done)](Status st) mutable {
@@ -115,7 +119,11 @@ std::vector<HttpRoute> ActivityRoutes(store::Database& db, session::SessionStore
                               title = t->second.Effective();
                             }
                           }
-                          items.push_back(activity::ItemJson(item, title));
+                          Json j = activity::ItemJson(item, title);
+                          if (auto r = read->receipts.find(item.key); r != read->receipts.end()) {
+                            j["notifications"] = r->second;
+                          }
+                          items.push_back(std::move(j));
                         }
                         Json body = {{"items", std::move(items)}, {"unread", read->unread}};
                         if (read->page.next) body["next"] = *read->page.next;

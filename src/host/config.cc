@@ -115,7 +115,8 @@ const Spec& RootSpec() {
       {"server", Map({{"host", Str({}, "a host name or IP address")},
                       {"port", Int(0, 65535)},
                       {"metrics_listen", Matching("(\\[[0-9a-fA-F:.]+\\]|[^:\\[\\]\\s]+):[0-9]{1,5}",
-                                                  "HOST:PORT (say 127.0.0.1:9464)")}})},
+                                                  "HOST:PORT (say 127.0.0.1:9464)")},
+                      {"public_url", Matching("https?://[^\\s#?]+", "an http:// or https:// URL without query or fragment")}})},
       {"storage", Map({{"synchronous", Str({"full", "normal"}, "full or normal")},
                        {"backend", Str({"sqlite", "postgres"}, "sqlite or postgres")},
                        {"url", Matching("(postgres|postgresql)://.*|.*=.*",
@@ -162,6 +163,19 @@ const Spec& RootSpec() {
       {"workspaces", MapOf(kIdPattern, IdHint("workspace id"), Matching("/.*", "an absolute path"),
                            "a mapping of workspace ids to absolute paths")},
       {"interface", Map({{"global_session", Bool()}})},
+      {"notifications",
+       Map({{"retry_for", Int(60, 30 * 86'400)},
+            {"timeout", Int(1, 60)},
+            {"webhooks", List(Map({{"name", Matching(kIdPattern, IdHint("an endpoint name"))},
+                                   {"url", Matching("https?://.+", "a URL starting with http:// or https://")},
+                                   {"format", Str({"standard", "slack", "discord", "ntfy"},
+                                                  "standard, slack, discord or ntfy")},
+                                   {"events", SetOf(Matching("[a-z*][a-z._*]*", "an event name"),
+                                                    "a list of distinct event names")},
+                                   {"secret", Str()},
+                                   {"secret_file", Matching("/.*", "an absolute path")},
+                                   {"allow_private", Bool()}}),
+                              "a list of endpoints")}})},
       {"mcp",
        Map({{"servers",
              MapOf(kIdPattern, IdHint("MCP server name"),
@@ -334,6 +348,27 @@ Config Decode(const YAML::Node& root) {
     if (s["host"]) c.server.host = s["host"].as<std::string>();
     if (s["port"]) c.server.port = s["port"].as<int>();
     if (s["metrics_listen"]) c.server.metrics_listen = s["metrics_listen"].as<std::string>();
+    if (s["public_url"]) {
+      c.server.public_url = s["public_url"].as<std::string>();
+      while (!c.server.public_url.empty() && c.server.public_url.back() == '/') c.server.public_url.pop_back();
+    }
+  }
+  if (auto s = root["notifications"]; s && s.IsMap()) {
+    if (s["retry_for"]) c.notifications.retry_for_seconds = s["retry_for"].as<int64_t>();
+    if (s["timeout"]) c.notifications.timeout_seconds = s["timeout"].as<int64_t>();
+    if (auto list = s["webhooks"]; list && list.IsSequence()) {
+      for (const auto& n : list) {
+        Config::Webhook w;
+        w.name = StrOr(n, "name", "");
+        w.url = StrOr(n, "url", "");
+        w.format = StrOr(n, "format", "standard");
+        if (n["events"]) w.events = n["events"].as<std::vector<std::string>>();
+        w.secret = StrOr(n, "secret", "");
+        w.secret_file = StrOr(n, "secret_file", "");
+        if (n["allow_private"]) w.allow_private = n["allow_private"].as<bool>();
+        c.notifications.webhooks.push_back(std::move(w));
+      }
+    }
   }
   if (auto s = root["storage"]; s && s.IsMap()) {
     if (s["synchronous"]) c.storage.synchronous_full = s["synchronous"].as<std::string>() == "full";
@@ -518,6 +553,18 @@ Status CheckMerged(const Config& c, const Origins& origins) {
                "must be at least `storage.checkpoint.start_frames` (" + std::to_string(cp.start_frames) +
                    "; got " + std::to_string(cp.max_frames) + ")");
   }
+  std::set<std::string> webhook_names;
+  for (size_t i = 0; i < c.notifications.webhooks.size(); ++i) {
+    const auto& w = c.notifications.webhooks[i];
+    std::string what = "notifications.webhooks[" + std::to_string(i) + "]";
+    if (Status st = CheckWebhook(w, what); !st.ok()) {
+      return Status(codes::kInvalidConfig, origins.Of({"notifications", "webhooks"}) + ": " + st.message());
+    }
+    if (!webhook_names.insert(w.name).second) {
+      return Bad(origins.Of({"notifications", "webhooks"}), what + ".name",
+                 "names the endpoint `" + w.name + "` a second time: names must be unique");
+    }
+  }
   if (!c.FindPreset(c.default_preset)) {
     std::string ids;
     for (const auto& p : c.presets) ids += (ids.empty() ? "" : ", ") + p.id;
@@ -534,6 +581,41 @@ Result<Config> DecodeAndCheck(const YAML::Node& merged, const Origins& origins) 
 }
 
 }  // namespace
+
+const std::vector<std::string>& WebhookEvents() {
+  static const std::vector<std::string> events = {"loop.run.completed", "loop.run.failed", "reminder.dispatched",
+                                                  "activity.created", "approval.requested"};
+  return events;
+}
+
+Status CheckWebhook(const Config::Webhook& w, const std::string& what) {
+  auto bad = [&](const std::string& key, const std::string& why) {
+    return Status(codes::kInvalidArguments, "`" + what + (key.empty() ? "" : "." + key) + "` " + why);
+  };
+  if (!std::regex_match(w.name, std::regex(kIdPattern))) return bad("name", "must use " + std::string(kIdHint));
+  if (w.name.size() > 64) return bad("name", "is longer than 64 characters");
+  if (!std::regex_match(w.url, std::regex("https?://[^\\s/?#]+([/?#]\\S*)?"))) {
+    return bad("url", "must be an http:// or https:// URL (got \"" + w.url + "\")");
+  }
+  static const std::vector<std::string> formats = {"standard", "slack", "discord", "ntfy"};
+  if (std::find(formats.begin(), formats.end(), w.format) == formats.end()) {
+    return bad("format", "must be standard, slack, discord or ntfy (got \"" + w.format + "\")");
+  }
+  if (w.events.empty()) return bad("events", "must name at least one event (or \"*\" for all)");
+  for (const auto& e : w.events) {
+    if (e != "*" && std::find(WebhookEvents().begin(), WebhookEvents().end(), e) == WebhookEvents().end()) {
+      std::string known;
+      for (const auto& k : WebhookEvents()) known += (known.empty() ? "" : ", ") + k;
+      return bad("events", "names no event: \"" + e + "\" (events: " + known + ", or \"*\")");
+    }
+  }
+  if (!w.secret.empty() && !w.secret_file.empty()) return bad("", "has both `secret` and `secret_file`: give one");
+  if (!w.secret_file.empty() && w.secret_file[0] != '/') return bad("secret_file", "must be an absolute path");
+  if (w.format == "standard" && w.secret.empty() && w.secret_file.empty()) {
+    return bad("", "is a `standard` endpoint without `secret` or `secret_file`: its messages are signed with it");
+  }
+  return Status::Ok();
+}
 
 const Config::Preset* Config::FindPreset(const std::string& id) const {
   for (const auto& p : presets) {

@@ -27,6 +27,9 @@ struct Config {
     // second listener serving only GET /metrics, without a token; "" (the
     // default) for none. `dsh web --metrics-listen` wins over it.
     std::string metrics_listen;
+    // `server.public_url`: the address people open dsh at (no trailing
+    // slash), for links in notifications; "" for none.
+    std::string public_url;
   } server;
   struct Storage {
     bool synchronous_full = true;  // storage.synchronous: full | normal (SQLite)
@@ -116,6 +119,22 @@ struct Config {
     bool global_session = true;  // `interface.global_session`
   } interface;
 
+  // `notifications`: outbound webhooks (docs/NOTIFICATIONS.md).
+  struct Webhook {
+    std::string name;
+    std::string url;                  // http:// or https://
+    std::string format = "standard";  // standard | slack | discord | ntfy
+    std::vector<std::string> events;  // event names or "*"; at least one
+    std::string secret;               // `secret`, inline
+    std::string secret_file;          // `secret_file`: an absolute path, read when the host starts
+    bool allow_private = false;       // loopback and private addresses allowed
+  };
+  struct Notifications {
+    int64_t retry_for_seconds = 86'400;  // `notifications.retry_for`
+    int64_t timeout_seconds = 10;        // `notifications.timeout`: one attempt (1..60)
+    std::vector<Webhook> webhooks;       // `notifications.webhooks`, in the file's order
+  } notifications;
+
   struct Tools {
     int64_t approval_timeout_seconds = 900;  // `tools.approval_timeout` (1..86400)
     bool sandbox = true;                     // `tools.sandbox`: false runs bash without bubblewrap
@@ -158,6 +177,14 @@ struct ConfigFile {
   bool optional = false;
 };
 Result<Config> LoadConfig(const std::vector<ConfigFile>& files);
+
+// The events a webhook may name (docs/NOTIFICATIONS.md, "Events"), without "*".
+const std::vector<std::string>& WebhookEvents();
+// Checks one endpoint as dsh.yml's rules and the Settings page's PUT both
+// need: the name, the URL, the format, the events, that a `standard`
+// endpoint has a secret and that `secret` and `secret_file` are not both
+// given. `invalid_arguments` naming `what` (say "notifications.webhooks[0]").
+Status CheckWebhook(const Config::Webhook& webhook, const std::string& what);
 
 // Parses one YAML document given as text (for tests); `name` is used in messages.
 Result<Config> ParseConfigText(const std::string& name, const std::string& text);

@@ -57,12 +57,13 @@ void ChangeFeed::OnChange(const session::EventHub::Change& change) {
   if (change.topic == "loops") loops_ = true;
   if (change.topic == "mcp") mcp_ = true;
   if (change.topic == "activity") activity_ = true;
+  if (change.topic == "notifications") notifications_ = true;
   Flush();
 }
 
 void ChangeFeed::Flush() {
   if (!connection_ || connection_->closing() || connection_->queued_messages() > 0) return;
-  if (sessions_.empty() && !all_sessions_ && !loops_ && !mcp_ && !activity_) return;
+  if (sessions_.empty() && !all_sessions_ && !loops_ && !mcp_ && !activity_ && !notifications_) return;
   Json message{{"type", "changed"}};
   if (all_sessions_) {
     message["all_sessions"] = true;
@@ -72,11 +73,13 @@ void ChangeFeed::Flush() {
   if (loops_) message["loops"] = true;
   if (mcp_) message["mcp"] = true;
   if (activity_) message["activity"] = true;
+  if (notifications_) message["notifications"] = true;
   sessions_.clear();
   all_sessions_ = false;
   loops_ = false;
   mcp_ = false;
   activity_ = false;
+  notifications_ = false;
   (void)connection_->Send(DumpJson(message));
 }
 

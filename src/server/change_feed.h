@@ -51,6 +51,7 @@ class ChangeFeed final : public WebSocketSession, public std::enable_shared_from
   bool loops_ = false;
   bool mcp_ = false;
   bool activity_ = false;
+  bool notifications_ = false;
 };
 
 }  // namespace dsh::server

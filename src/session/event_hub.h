@@ -54,7 +54,8 @@ class EventHub {
   // session's live agent started or stopped here (topic "session", id = the
   // session), a plugin's state changed (topic "loops"), or an MCP server of
   // the host changed its state or tools (topic "mcp"), or the activity list
-  // changed (topic "activity", id = the session). Best effort and
+  // changed (topic "activity", id = the session), or a webhook message was
+  // written, sent or failed (topic "notifications"). Best effort and
   // in-process, like deltas: a listener re-reads what the change names.
   struct Change {
     std::string topic;

@@ -455,7 +455,7 @@ int64_t BackoffMs(int64_t failures) {
   return 3'600'000;
 }
 
-Status Record(Tx& tx, const Claim& c, const Outcome& out, int64_t now) {
+Status Record(Tx& tx, const Claim& c, const Outcome& out, int64_t now, agent::outbox::SubscriptionSource* webhooks) {
   std::string_view result = out.delivered ? "delivered" : "failed";
   std::array<Value, 8> run = {result,
                               out.delivered ? Value(now) : Value(nullptr),
@@ -476,7 +476,7 @@ Status Record(Tx& tx, const Claim& c, const Outcome& out, int64_t now) {
     if (!target && c.loop.target != kTargetSelf && c.loop.target != kTargetNew) target = c.loop.target;
     DSH_RETURN_IF_ERROR(agent::activity::DeliveryFailed(tx, source, target, OccurrenceKey(c.loop.loop_id, c.nominal),
                                                         out.error.value_or("the occurrence could not be delivered"),
-                                                        now));
+                                                        now, webhooks));
   }
   DSH_ASSIGN_OR_RETURN(auto loop, GetLocked(tx, c.loop.loop_id));
   if (!loop) return Status::Ok();  // deleted meanwhile: the run row is the record
@@ -524,6 +524,7 @@ Json RunJson(const Run& r) {
   if (r.error) j["error"] = *r.error;
   if (r.note) j["note"] = *r.note;
   if (r.outcome) j["outcome"] = agent::activity::OutcomeJson(*r.outcome);
+  if (!r.notifications.is_null()) j["notifications"] = r.notifications;
   return j;
 }
 
@@ -545,6 +546,15 @@ Result<std::vector<Run>> Runs(Tx& tx, const std::string& loop_id, int64_t limit,
         out.push_back(std::move(run));
         return Status::Ok();
       }));
+  // What went out about each run (outbox.h): keyed by the occurrence.
+  std::vector<std::string> keys;
+  for (const Run& run : out) keys.push_back(OccurrenceKey(loop_id, run.nominal_at));
+  DSH_ASSIGN_OR_RETURN(auto receipts, agent::outbox::Receipts(tx, keys));
+  for (Run& run : out) {
+    if (auto it = receipts.find(OccurrenceKey(loop_id, run.nominal_at)); it != receipts.end()) {
+      run.notifications = std::move(it->second);
+    }
+  }
   return out;
 }
 

@@ -186,8 +186,10 @@ struct Outcome {
 // (an `after` loop completes on delivery; a failure schedules a retry of the
 // same occurrence after Backoff(failures), while a recurring loop keeps its
 // schedule). A loop deleted meanwhile only gets its run row finished. A
-// failed delivery is also recorded in the activity list.
-Status Record(store::Tx& tx, const Claim& claim, const Outcome& outcome, int64_t now);
+// failed delivery is also recorded in the activity list (and sent to the
+// webhooks that take it, when `webhooks` is given).
+Status Record(store::Tx& tx, const Claim& claim, const Outcome& outcome, int64_t now,
+              agent::outbox::SubscriptionSource* webhooks = nullptr);
 
 // Retry delay after `failures` consecutive failures: 30 s, 1 min, 5 min,
 // 15 min, then hourly.
@@ -207,8 +209,10 @@ struct Run {
   int64_t skipped = 0;
   bool skipped_capped = false;
   std::optional<agent::activity::Outcome> outcome;  // RunOutcome
+  Json notifications;  // outbox::Receipts of the run; null when none
 };
-// Spec 000's run fields and `outcome` (activity::OutcomeJson) when known.
+// Spec 000's run fields, `outcome` (activity::OutcomeJson) when known and
+// `notifications` when any went out.
 Json RunJson(const Run& run);
 // A loop's runs, newest first, at most `limit`; with `before`, only those with
 // nominal_at < before (the next page after a run whose nominal_at it is:

@@ -227,8 +227,8 @@ void LoopScheduler::DeliverAndRecord(const registry::Claim& claim) {
       if (out.delivered) lateness_->Observe(static_cast<double>(std::max<int64_t>(at - claim.nominal, 0)) / 1000);
     }
     db_.Write(
-        [claim, out, at](store::Tx& tx) -> Status {
-          DSH_RETURN_IF_ERROR(registry::Record(tx, claim, out, at));
+        [claim, out, at, webhooks = &agents_.webhooks()](store::Tx& tx) -> Status {
+          DSH_RETURN_IF_ERROR(registry::Record(tx, claim, out, at, webhooks));
           return tx.Notify(kLoopsChannel, "");
         },
               [this, claim, failed = !out.delivered](Status st) {

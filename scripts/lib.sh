@@ -8,7 +8,7 @@ DSH_APT_PACKAGES=(
   libboost-dev nlohmann-json3-dev libsqlite3-dev libhowardhinnant-date-dev tzdata
   libcli11-dev libspdlog-dev libfmt-dev libcurl4-openssl-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev libjemalloc-dev libpq-dev
-  bubblewrap ripgrep libxml2-dev
+  bubblewrap ripgrep libxml2-dev libssl-dev
   curl python3 python3-croniter python3-prometheus-client json-schema-test-suite
 )
 

@@ -19,6 +19,7 @@
 #include "plugins/schedule/schedule_plugin.h"
 #include "plugins/sessions/sessions_tools.h"
 #include "plugins/time_context/time_context.h"
+#include "plugins/webhooks/webhook_plugin.h"
 #include "plugins/workspace/workspace_plugin.h"
 #include "server/api.h"
 #include "server/http_server.h"
@@ -114,6 +115,8 @@ int RunWeb(const WebFlags& flags, CommandContext& ctx) {
   if (composition.workspace) {
     if (Status st = plugins::workspace::RegisterWorkspacePlugin(*host); !st.ok()) return Fail(ctx, st);
   }
+  // Outbound notifications: always on, idle without endpoints.
+  if (Status st = plugins::webhooks::RegisterWebhooksPlugin(*host); !st.ok()) return Fail(ctx, st);
   if (Status st = host->Start(threads); !st.ok()) return Fail(ctx, st);
   boost::asio::io_context& ioc = host->io();
   server::Api api({token, kVersion}, server::Api::ServicesOf(*host));

@@ -2,7 +2,7 @@
 //
 //   loop_bench [--dir DIR] [--loops N] [--service S] [--sessions K]
 //              [--late L] [--late-seconds T] [--burst B] [--threads H] [--quick]
-//              [--no-outcomes]
+//              [--no-outcomes] [--webhooks]
 //
 // Real host::Host instances with the loop plugin composed the way `dsh web`
 // composes it (plugin migrations + RegisterLoopPlugin), echo model, real
@@ -29,9 +29,24 @@
 //    delivered per second into the live sessions (first claim → last
 //    delivery, from the run rows).
 //
+// With --webhooks (issue 34; docs/PERFORMANCE.md, "Webhooks"), the host of
+// steps 3-5 also composes the webhooks plugin the way `dsh web` does, with
+// one `standard` endpoint for loop.run.completed and loop.run.failed (a
+// --patch overlay, as `dsh web --patch` would load) pointing at a receiver
+// of this program's own on loopback (bench/webhook_receiver.h, 200 to every
+// POST). Beside the figures above it prints, for the lateness phase and the
+// burst: messages received, outbox throughput (first to last receipt) and
+// each message's lag (receipt − data.ended_at, the end of the turn it
+// reports, which is also the message's created_at). At the end it waits
+// (at most 5 min) until the receiver has a message for every run and the
+// outbox has nothing pending.
+//
 // Checks (so the `--quick` smoke test fails on wrong behaviour): every due
 // occurrence has exactly one delivered run row and exactly one inbox row,
-// and no other loop ran. Timings are printed, never asserted.
+// and no other loop ran; with --webhooks, every run's turn produced exactly
+// one signed loop.run.completed message at the receiver, no webhook-id came
+// twice, and the outbox holds every message as delivered in one attempt.
+// Timings are printed, never asserted.
 #include <spdlog/spdlog.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -43,13 +58,18 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
+#include <random>
+#include <set>
 #include <span>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "agent/agent_manager.h"
+#include "agent/outbox.h"
 #include "agent/tool_registry.h"
 #include "base/clock.h"
 #include "bench_cli.h"
@@ -58,6 +78,9 @@
 #include "plugins/loop/loop_plugin.h"
 #include "plugins/loop/loop_registry.h"
 #include "plugins/loop/loop_scheduler.h"
+#include "plugins/webhooks/webhook_format.h"
+#include "plugins/webhooks/webhook_plugin.h"
+#include "webhook_receiver.h"
 
 using namespace dsh;
 using dsh::bench::Countdown;
@@ -80,6 +103,7 @@ struct Args {
   unsigned threads = 0;  // 0: as `dsh web` picks them
   bool quick = false;
   bool no_outcomes = false;  // measure without recording activity items and turn outcomes
+  bool webhooks = false;     // compose the webhooks plugin with one endpoint on loopback
 };
 
 constexpr int64_t kLoadBatch = 5'000;
@@ -112,9 +136,29 @@ std::string SessionId(int64_t k) {
   return id;
 }
 
-std::unique_ptr<host::Host> OpenHost(const std::filesystem::path& home, bool record_outcomes = true) {
+// Standard base64 (with padding), for the endpoint's secret.
+std::string Base64(const std::string& bytes) {
+  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    uint32_t v = static_cast<uint32_t>(static_cast<unsigned char>(bytes[i])) << 16;
+    if (i + 1 < bytes.size()) v |= static_cast<uint32_t>(static_cast<unsigned char>(bytes[i + 1])) << 8;
+    if (i + 2 < bytes.size()) v |= static_cast<unsigned char>(bytes[i + 2]);
+    out += kAlphabet[(v >> 18) & 63];
+    out += kAlphabet[(v >> 12) & 63];
+    out += i + 1 < bytes.size() ? kAlphabet[(v >> 6) & 63] : '=';
+    out += i + 2 < bytes.size() ? kAlphabet[v & 63] : '=';
+  }
+  return out;
+}
+
+// `webhooks_patch`: a config overlay declaring the webhook endpoint; when
+// set, the webhooks plugin is composed too (as `dsh web` does).
+std::unique_ptr<host::Host> OpenHost(const std::filesystem::path& home, bool record_outcomes = true,
+                                     const std::string& webhooks_patch = "") {
   host::HostOptions options;
   options.home = home.string();
+  if (!webhooks_patch.empty()) options.patches = {webhooks_patch};
   options.env = [](const std::string&) -> std::optional<std::string> { return std::nullopt; };  // echo/echo
   options.plugin_migrations = loop::PluginMigrations();
   agent::AgentManagerOptions agent_options;
@@ -126,6 +170,10 @@ std::unique_ptr<host::Host> OpenHost(const std::filesystem::path& home, bool rec
   if (!opened.ok()) Fail("open host", opened.status());
   std::unique_ptr<host::Host> host = std::move(opened).value();
   if (Status st = loop::RegisterLoopPlugin(*host); !st.ok()) Fail("register loop plugin", st);
+  if (!webhooks_patch.empty()) {
+    if (Status st = plugins::webhooks::RegisterWebhooksPlugin(*host); !st.ok())
+      Fail("register webhooks plugin", st);
+  }
   return host;
 }
 
@@ -142,10 +190,134 @@ int64_t CountSync(host::Host& host, const std::string& sql, std::initializer_lis
   return n;
 }
 
+// What the receiver saw of one phase's messages.
+struct WebhookPhase {
+  size_t received = 0;
+  int64_t first_us = 0, last_us = 0;  // first and last receipt
+  std::vector<double> lag_ms;         // receipt − data.ended_at
+};
+
 struct Bench {
   Args args;
   std::filesystem::path dir;
   unsigned threads = 2;
+  // --webhooks: the receiver, the endpoint's secret and the config overlay.
+  std::unique_ptr<bench::WebhookReceiver> receiver;
+  std::string secret;
+  std::string webhooks_patch;
+
+  // Starts the receiver and writes the overlay declaring the endpoint.
+  void SetUpWebhooks() {
+    receiver = std::make_unique<bench::WebhookReceiver>();
+    std::random_device random;
+    std::string key(32, '\0');
+    for (char& c : key) c = static_cast<char>(random() & 0xff);
+    secret = "whsec_" + Base64(key);
+    webhooks_patch = (dir / "webhooks.yml").string();
+    std::FILE* f = std::fopen(webhooks_patch.c_str(), "w");
+    if (f == nullptr) Fail("write the webhooks overlay", Status("io", std::strerror(errno)));
+    std::fprintf(f,
+                 "notifications:\n"
+                 "  webhooks:\n"
+                 "    - name: bench\n"
+                 "      url: http://127.0.0.1:%u/hook\n"
+                 "      format: standard\n"
+                 "      events: [\"loop.run.completed\", \"loop.run.failed\"]\n"
+                 "      secret: %s\n"
+                 "      allow_private: true\n",
+                 static_cast<unsigned>(receiver->port()), secret.c_str());
+    std::fclose(f);
+  }
+
+  // Waits until the receiver has `expected` messages and the outbox has
+  // nothing pending; returns the pending count seen last.
+  void AwaitOutboxDrained(host::Host& host, size_t expected, std::chrono::seconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      auto pending =
+          host.database().ReadValue<int64_t>([](store::Tx& tx) { return agent::outbox::CountPending(tx); });
+      if (!pending.ok()) Fail("count pending webhook messages", pending.status());
+      size_t received = receiver->count();
+      if (received >= expected && *pending == 0) return;
+      if (std::chrono::steady_clock::now() > deadline) {
+        Wrong("the outbox was not drained in time: " + std::to_string(received) + " of " +
+              std::to_string(expected) + " messages received, " + std::to_string(*pending) + " pending");
+      }
+      std::this_thread::sleep_for(50ms);
+    }
+  }
+
+  // Checks every message the receiver got against the run rows (one signed
+  // loop.run.completed per run, no webhook-id twice, each delivered in one
+  // attempt) and sorts them into phases by loop id: [late_first, late_first
+  // + n_late) and [burst_first, burst_first + n_burst).
+  std::pair<WebhookPhase, WebhookPhase> CheckWebhooks(host::Host& host, int64_t runs, int64_t late_first,
+                                                      int64_t n_late, int64_t burst_first, int64_t n_burst) {
+    auto key = dsh::webhooks::SecretKey(secret);
+    if (!key.ok()) Fail("webhook secret", key.status());
+    std::map<std::pair<std::string, int64_t>, int> per_run;
+    std::set<std::string> ids;
+    WebhookPhase late, burst;
+    const std::string late_lo = LoopId(late_first), late_hi = LoopId(late_first + n_late - 1);
+    const std::string burst_lo = LoopId(burst_first), burst_hi = LoopId(burst_first + n_burst - 1);
+    for (const auto& r : receiver->receipts()) {
+      if (r.id.empty() || !ids.insert(r.id).second)
+        Wrong("webhook-id \"" + r.id + "\" received twice (or empty)");
+      int64_t timestamp = 0;
+      try {
+        timestamp = std::stoll(r.timestamp);
+      } catch (const std::exception&) {
+        Wrong("a message without a webhook-timestamp: " + r.id);
+      }
+      if (r.signature != dsh::webhooks::StandardSignature(*key, r.id, timestamp, r.body)) {
+        Wrong("a message whose signature does not verify: " + r.id);
+      }
+      auto body = ParseJson(r.body);
+      if (!body.ok() || !body->is_object()) Wrong("a message whose body is not a JSON object: " + r.id);
+      Json data = (*body)["data"];  // a copy: a missing member reads as null
+      if ((*body)["type"] != "loop.run.completed" || !data.is_object() || data["kind"] != "loop_run" ||
+          !data["loop_id"].is_string() || !data["nominal_at"].is_number_integer() ||
+          !data["ended_at"].is_number_integer() || data["outcome"]["status"] != "completed") {
+        Wrong("an unexpected message: " + r.body);
+      }
+      const std::string loop_id = data["loop_id"].get<std::string>();
+      ++per_run[{loop_id, data["nominal_at"].get<int64_t>()}];
+      WebhookPhase* phase = loop_id >= late_lo && loop_id <= late_hi     ? &late
+                            : loop_id >= burst_lo && loop_id <= burst_hi ? &burst
+                                                                         : nullptr;
+      if (phase == nullptr) continue;
+      ++phase->received;
+      phase->first_us = phase->received == 1 ? r.at_us : std::min(phase->first_us, r.at_us);
+      phase->last_us = std::max(phase->last_us, r.at_us);
+      phase->lag_ms.push_back(static_cast<double>(r.at_us) / 1000.0 -
+                              static_cast<double>(data["ended_at"].get<int64_t>()));
+    }
+    // Exactly one message per run.
+    int64_t matched = 0;
+    Status st = host.database().ReadSync([&](store::Tx& tx) {
+      return tx.Query("SELECT loop_id, nominal_at FROM loop_runs", {}, [&](const store::Row& row) {
+        auto it = per_run.find({row.String(0), row.Int(1)});
+        int n = it == per_run.end() ? 0 : it->second;
+        if (n != 1)
+          Wrong("the run " + row.String(0) + " produced " + std::to_string(n) + " messages at the receiver");
+        ++matched;
+        return Status::Ok();
+      });
+    });
+    if (!st.ok()) Fail("read runs", st);
+    if (matched != runs || static_cast<int64_t>(per_run.size()) != runs) {
+      Wrong(std::to_string(per_run.size()) + " runs had messages, " + std::to_string(runs) + " runs in all");
+    }
+    int64_t in_one = CountSync(host,
+                               "SELECT COUNT(*) FROM webhook_messages WHERE endpoint = 'bench' AND state = "
+                               "'delivered' AND attempts = 1");
+    int64_t messages = CountSync(host, "SELECT COUNT(*) FROM webhook_messages");
+    if (in_one != runs || messages != runs) {
+      Wrong(std::to_string(messages) + " outbox messages, " + std::to_string(in_one) +
+            " delivered in one attempt, for " + std::to_string(runs) + " runs");
+    }
+    return {std::move(late), std::move(burst)};
+  }
 
   // ---- 1. creation (child process) ----
   void Create() {
@@ -326,11 +498,12 @@ struct Bench {
     }
 
     double empty_rss = EmptyRss();
+    if (args.webhooks) SetUpWebhooks();
 
     // ---- 3. start to first dispatch ----
     const int64_t total = args.loops + args.service;
     auto open_started = std::chrono::steady_clock::now();
-    auto host = OpenHost(dir / "profile", !args.no_outcomes);
+    auto host = OpenHost(dir / "profile", !args.no_outcomes, webhooks_patch);
     double open_s = SecondsSince(open_started);
     const int64_t first_loop = 0;
     MakeDue(*host, first_loop, 1, [](int64_t) { return WallMs(); });
@@ -399,6 +572,7 @@ struct Bench {
     const int64_t burst_at = WallMs() + 2000;
     MakeDue(*host, burst_first, n_burst, [&](int64_t) { return burst_at; });
     AwaitDelivered(*host, burst_first, n_burst, 600s);
+    const int64_t burst_delivered_ms = WallMs();
     auto burst_runs = Deliveries(*host, burst_first, n_burst);
     int64_t first_claim = INT64_MAX, last_delivery = 0;
     for (const auto& d : burst_runs) {
@@ -417,15 +591,27 @@ struct Bench {
       Wrong(std::to_string(loop_inbox) + " <loop> inbox rows for " + std::to_string(runs) + " runs");
     auto live_now = host->agents().LiveSessions();
 
+    // Webhooks: every run's turn has ended and its message was received.
+    WebhookPhase hooks_late, hooks_burst;
+    double drain_s = 0;
+    if (args.webhooks) {
+      AwaitOutboxDrained(*host, static_cast<size_t>(runs), 300s);
+      drain_s = static_cast<double>(WallMs() - burst_delivered_ms) / 1000.0;
+      std::tie(hooks_late, hooks_burst) =
+          CheckWebhooks(*host, runs, late_first, n_late, burst_first, n_burst);
+    }
+
     const double late_p50 = Percentile(late_ms, 0.5), late_p99 = Percentile(late_ms, 0.99),
                  late_max = late_ms.back();
     const double inbox_p50 = Percentile(inbox_late_ms, 0.5), inbox_p99 = Percentile(inbox_late_ms, 0.99),
                  inbox_max = inbox_late_ms.back();
     const double claim_p50 = Percentile(claim_late_ms, 0.5), claim_p99 = Percentile(claim_late_ms, 0.99),
                  claim_max = claim_late_ms.back();
-    std::printf("## %lld active loops, %lld sessions (%zu live at the end), %u io threads, outcomes %s\n\n",
-                static_cast<long long>(total), static_cast<long long>(args.sessions), live_now.size(),
-                threads, args.no_outcomes ? "not recorded" : "recorded");
+    std::printf(
+        "## %lld active loops, %lld sessions (%zu live at the end), %u io threads, outcomes %s, %s\n\n",
+        static_cast<long long>(total), static_cast<long long>(args.sessions), live_now.size(), threads,
+        args.no_outcomes ? "not recorded" : "recorded",
+        args.webhooks ? "webhooks: one `standard` endpoint on loopback" : "no webhooks");
     std::printf("| figure | value |\n|---|---:|\n");
     std::printf("| Host::Open (migrations, config) | %.3f s |\n", open_s);
     std::printf("| **Host::Start → first `<loop>` inbox row** | **%lld ms** |\n",
@@ -454,12 +640,37 @@ struct Bench {
         static_cast<double>(n_burst) / burst_s);
     std::printf("| same, from the nominal time (includes the wake-up) | %.2f s, %.0f /s |\n", from_due_s,
                 static_cast<double>(n_burst) / from_due_s);
-    std::printf("\nChecked: %lld run rows, each delivered with exactly one `<loop>` inbox row.\n\n",
-                static_cast<long long>(runs));
+    if (args.webhooks) {
+      auto print_phase = [](const char* name, WebhookPhase& p) {
+        const double span_s = static_cast<double>(p.last_us - p.first_us) / 1e6;
+        const double p50 = Percentile(p.lag_ms, 0.5), p99 = Percentile(p.lag_ms, 0.99);
+        const double max = p.lag_ms.empty() ? 0 : p.lag_ms.back();
+        std::printf("| webhooks, %s: messages received | %zu |\n", name, p.received);
+        std::printf("| webhooks, %s: **outbox throughput**, first → last receipt | %.2f s, **%.0f /s** |\n",
+                    name, span_s, span_s > 0 ? static_cast<double>(p.received - 1) / span_s : 0.0);
+        std::printf(
+            "| webhooks, %s: **lag, receipt − data.ended_at** (end of the turn) p50 / p99 / max | **%.0f / "
+            "%.0f** / "
+            "%.0f ms |\n",
+            name, p50, p99, max);
+      };
+      print_phase("lateness phase", hooks_late);
+      print_phase("burst", hooks_burst);
+      std::printf("| webhooks: burst's last delivery → outbox drained (every message received) | %.2f s |\n",
+                  drain_s);
+      std::printf("| webhooks: connections the sender opened to the receiver | %zu |\n",
+                  receiver->connections());
+    }
+    std::printf("\nChecked: %lld run rows, each delivered with exactly one `<loop>` inbox row%s.\n\n",
+                static_cast<long long>(runs),
+                args.webhooks ? "; each run's turn with exactly one signed loop.run.completed message at the "
+                                "receiver (no webhook-id twice), delivered in one attempt"
+                              : "");
     std::fflush(stdout);
 
     host->Close();
     host.reset();
+    if (receiver) receiver->Stop();
     std::filesystem::remove_all(dir);
   }
 };
@@ -489,7 +700,14 @@ int main(int argc, char** argv) {
   app.add_flag("--quick", args.quick, "a short run (the smoke test)");
   app.add_flag("--no-outcomes", args.no_outcomes,
                "deliver without recording activity items and turn outcomes (what recording costs)");
+  app.add_flag(
+      "--webhooks", args.webhooks,
+      "also compose the webhooks plugin, one endpoint for loop runs on a receiver on loopback (issue 34)");
   if (auto exit_code = dsh::bench::ParseCommandLine(app, argc, argv)) return *exit_code;
+  if (args.webhooks && args.no_outcomes) {
+    std::fprintf(stderr, "--webhooks needs the outcomes --no-outcomes leaves out\n");
+    return 2;
+  }
   if (args.quick) {
     args.loops = std::min<int64_t>(args.loops, 5'000);
     args.service = std::min<int64_t>(args.service, 200);

@@ -127,6 +127,20 @@ Status Send(Tx& tx, const outbox::Subscriptions& subs, outbox::SubscriptionSourc
   return outbox::Enqueue(tx, subs, webhooks, event, fact, WebhookData(item), at);
 }
 
+// An item as a delivery made it, for its webhooks.
+Item NewItem(int64_t num, int64_t at, const Source& s, const std::string& key, std::string_view status) {
+  Item item;
+  item.id = num;
+  item.at = at;
+  item.kind = s.kind;
+  item.loop_id = s.loop_id;
+  item.nominal_at = s.nominal_at;
+  item.schedule_id = s.schedule_id;
+  item.key = key;
+  item.outcome.status = std::string(status);
+  return item;
+}
+
 // What a new item sends: `activity.created`, and `reminder.dispatched` for
 // a reminder (`phase` tells a failed dispatch from the delivery).
 Status SendNew(Tx& tx, const outbox::Subscriptions& subs, outbox::SubscriptionSource* webhooks, const Item& item,
@@ -176,15 +190,7 @@ Status Delivered(Tx& tx, const Source& s, const std::string& session_id, const s
   }
   auto subs = Wanting(webhooks, {"activity.created", "reminder.dispatched"});
   if (!subs) return Status::Ok();
-  Item item;
-  item.id = *num;
-  item.at = at;
-  item.kind = s.kind;
-  item.loop_id = s.loop_id;
-  item.nominal_at = s.nominal_at;
-  item.schedule_id = s.schedule_id;
-  item.key = row_key;
-  item.outcome.status = std::string(status);
+  Item item = NewItem(*num, at, s, row_key, status);
   item.outcome.session_id = session_id;
   item.outcome.seq = seq;
   item.outcome.started_at = started_at;
@@ -223,15 +229,7 @@ Status DeliveryFailed(Tx& tx, const Source& s, const std::optional<std::string>&
   DSH_RETURN_IF_ERROR(AddUnread(tx, session_id, 1));
   auto subs = Wanting(webhooks, {"activity.created", "reminder.dispatched", "loop.run.failed"});
   if (!subs) return Status::Ok();
-  Item item;
-  item.id = *num;
-  item.at = at;
-  item.kind = s.kind;
-  item.loop_id = s.loop_id;
-  item.nominal_at = s.nominal_at;
-  item.schedule_id = s.schedule_id;
-  item.key = key;
-  item.outcome.status = std::string(kNone);
+  Item item = NewItem(*num, at, s, key, kNone);
   item.outcome.error_code = "delivery_failed";
   item.outcome.error_message = error;
   item.outcome.session_id = session_id;

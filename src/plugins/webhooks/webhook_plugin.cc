@@ -273,10 +273,13 @@ Status RegisterWebhooksPlugin(host::Host& host) {
   for (auto& route : Routes(host, *plugin)) host.AddHttpRoute(std::move(route));
 
   // A message is looked for once the transaction that wrote it committed:
-  // every commit that wrote one is followed by a change or an event here.
+  // every commit that may write one is followed by a change or an event
+  // here, and the senders coalesce the wake-ups (one look per round). Not a
+  // flag raised inside the transaction: an earlier commit's event could take
+  // it before the message committed, leaving it to the 1 s look.
   Plugin* p = plugin.get();
   auto wake_if_written = [p, &host] {
-    if (host.agents().webhooks().TakeWritten()) p->sender->Wake();
+    if (host.agents().webhooks().Get()) p->sender->Wake();
   };
   host.OnStart([p, &host, wake_if_written]() -> Status {
     p->changes = host.events().SubscribeChanges([wake_if_written](const session::EventHub::Change&) { wake_if_written(); });

@@ -423,11 +423,12 @@ function MessageRow({ message: m, now, open, version, onToggle }: {
     <li class={`message-row state-${m.state}`} data-message={m.id}>
       <button type="button" class="message-summary" aria-expanded={open} aria-controls={panel} onClick={onToggle}>
         <span class="message-line">
-          <span class={`outcome ${state.tone}`}>{state.text}</span>
-          <span class="mono message-event">{m.event}</span>
-          <span class="muted">to</span>
+          {/* Spaces between the words: they are the button's accessible name. */}
+          <span class={`outcome ${state.tone}`}>{state.text}</span>{" "}
+          <span class="mono message-event">{m.event}</span>{" "}
+          <span class="muted">to</span>{" "}
           <span class="message-endpoint">{m.endpoint}</span>
-        </span>
+        </span>{" "}
         <span class="message-meta muted">
           <When at={m.created_at} now={now} />
           {" · "}

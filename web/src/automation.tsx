@@ -368,7 +368,6 @@ function RunHistory({ loopId, version, titles, onOpenSession }: {
             <th scope="col">Duration</th>
             <th scope="col">Tokens</th>
             <th scope="col">Skipped</th>
-            <th scope="col">Notified</th>
           </tr>
         </thead>
         <tbody>
@@ -393,11 +392,12 @@ function RunHistory({ loopId, version, titles, onOpenSession }: {
                 <td class="run-outcome">
                   {outcome ? <span class={`outcome ${outcome.tone}`}>{outcome.text}</span> : "—"}
                   {r.outcome?.error && <span class="error-text"> — {outcomeError(r.outcome)}</span>}
+                  {/* Who was told, beside what happened: the table is wider than a phone. */}
+                  <Receipts receipts={r.notifications} />
                 </td>
                 <td>{durationMs(r.outcome?.duration_ms) || "—"}</td>
                 <td>{tokenWords(r.outcome?.tokens) || "—"}</td>
                 <td>{r.skipped ? `${r.skipped}${r.skipped_capped ? "+" : ""}` : "0"}</td>
-                <td class="run-receipts">{r.notifications?.length ? <Receipts receipts={r.notifications} /> : "—"}</td>
               </tr>
             );
           })}

@@ -44,9 +44,11 @@ const notificationsApi = {
   test: (name: string) =>
     request<{ message: NotificationMessage }>("POST", `/api/notifications/endpoints/${encodeURIComponent(name)}/test`, {})
       .then((r) => r.message),
+  // Both answer the endpoints as they are now.
   put: (name: string, body: Record<string, unknown>) =>
-    request<unknown>("PUT", `/api/notifications/endpoints/${encodeURIComponent(name)}`, body),
-  remove: (name: string) => request<unknown>("DELETE", `/api/notifications/endpoints/${encodeURIComponent(name)}`),
+    request<{ endpoints: EndpointView[] }>("PUT", `/api/notifications/endpoints/${encodeURIComponent(name)}`, body).then((r) => r.endpoints),
+  remove: (name: string) =>
+    request<{ endpoints: EndpointView[] }>("DELETE", `/api/notifications/endpoints/${encodeURIComponent(name)}`).then((r) => r.endpoints),
 };
 
 const MESSAGES_PAGE = 20;
@@ -120,9 +122,10 @@ export function NotificationsSettings({ version }: { version: number }) {
     if (!confirm(`Delete the endpoint ${row.name}? Nothing more is sent to it.`)) return;
     try {
       setRowError(null);
-      await notificationsApi.remove(row.name);
+      const list = await notificationsApi.remove(row.name);
+      ++asked.current;  // an older read in flight must not bring it back
+      setEndpoints(list);
       setNotice(`Deleted the endpoint ${row.name}.`);
-      setBump((n) => n + 1);
     } catch (e) {
       setRowError({ name: row.name, text: `Could not delete: ${message(e)}` });
     }
@@ -159,10 +162,11 @@ export function NotificationsSettings({ version }: { version: number }) {
           )}
           {form && (
             <EndpointEditor form={form} editing={editing} headingRef={formHeading} onForm={setForm}
-                            onSaved={(name) => {
+                            onSaved={(name, list) => {
+                              ++asked.current;  // an older read in flight must not hide it
+                              setEndpoints(list);
                               setNotice(editing ? `Saved the endpoint ${name}.` : `Added the endpoint ${name}.`);
                               closeForm();
-                              setBump((n) => n + 1);
                             }}
                             onCancel={closeForm} />
           )}
@@ -241,7 +245,7 @@ function EndpointCard({ row, now, test, error, onTest, onEdit, onDelete }: {
 
 function EndpointEditor({ form, editing, headingRef, onForm, onSaved, onCancel }: {
   form: EndpointForm; editing: EndpointView | null; headingRef: { current: HTMLHeadingElement | null };
-  onForm: (f: EndpointForm) => void; onSaved: (name: string) => void; onCancel: () => void;
+  onForm: (f: EndpointForm) => void; onSaved: (name: string, endpoints: EndpointView[]) => void; onCancel: () => void;
 }) {
   const [error, setError] = useState<{ field?: keyof EndpointForm; message: string } | null>(null);
   const [busy, setBusy] = useState(false);
@@ -264,8 +268,7 @@ function EndpointEditor({ form, editing, headingRef, onForm, onSaved, onCancel }
     setError(null);
     try {
       const name = form.name.trim();
-      await notificationsApi.put(name, endpointBody(form));
-      onSaved(name);
+      onSaved(name, await notificationsApi.put(name, endpointBody(form)));
     } catch (err) {
       setError({ message: `Not saved: ${message(err)}` });
     } finally {
@@ -284,8 +287,10 @@ function EndpointEditor({ form, editing, headingRef, onForm, onSaved, onCancel }
       <label>
         Name
         <input type="text" value={form.name} onInput={set("name")} disabled={!!editing} autocomplete="off"
-               aria-invalid={invalid("name")} aria-describedby={described("name")} placeholder="ops" />
+               aria-invalid={invalid("name")} aria-describedby={described("name", editing ? undefined : "endpoint-name-hint")}
+               placeholder="ops" />
       </label>
+      {!editing && <p class="muted endpoint-hint" id="endpoint-name-hint">Lowercase letters, digits, - and _.</p>}
       <label>
         URL
         <input type="url" value={form.url} onInput={set("url")} autocomplete="off"

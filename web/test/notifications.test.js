@@ -89,7 +89,8 @@ test("the form's first problem names its field", () => {
   assert.equal(checkEndpointForm(form(), null), null);
   assert.equal(checkEndpointForm(form({ name: "" }), null).field, "name");
   assert.equal(checkEndpointForm(form({ name: "my hook" }), null).field, "name");
-  assert.equal(checkEndpointForm(form({ name: "Team-Slack_2" }), null), null);
+  assert.equal(checkEndpointForm(form({ name: "team-slack_2" }), null), null);
+  assert.equal(checkEndpointForm(form({ name: "Team" }), null).field, "name");  // the host takes lowercase only
   assert.equal(checkEndpointForm(form({ url: "ftp://x" }), null).field, "url");
   assert.equal(checkEndpointForm(form({ url: "" }), null).field, "url");
   assert.equal(checkEndpointForm(form({ events: [] }), null).field, "events");

@@ -210,7 +210,8 @@ export const EMPTY_FORM: EndpointForm = {
   name: "", url: "", format: "standard", events: ["loop.run.failed"], secret: "", forgetSecret: false, allowPrivate: false,
 };
 
-export const ENDPOINT_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+// What the host accepts (src/host/config.cc, as for providers and MCP servers).
+export const ENDPOINT_NAME = /^[a-z0-9_-]{1,64}$/;
 
 /** Whether a format takes a secret: standard signs with it, ntfy sends it as a token; Slack's and Discord's URL is the secret. */
 export function takesSecret(format: Format): boolean {
@@ -243,7 +244,7 @@ export function checkEndpointForm(
 ): { field: keyof EndpointForm; message: string } | null {
   const name = form.name.trim();
   if (!name) return { field: "name", message: "Give the endpoint a name." };
-  if (!ENDPOINT_NAME.test(name)) return { field: "name", message: "Use letters, digits, - and _ in the name." };
+  if (!ENDPOINT_NAME.test(name)) return { field: "name", message: "Use lowercase letters, digits, - and _ in the name." };
   if (!/^https?:\/\/[^\s/?#]+\S*$/.test(form.url.trim())) {
     return { field: "url", message: "The URL must start with http:// or https://, e.g. https://hooks.example.net/dsh." };
   }

@@ -15,7 +15,7 @@ import {
   formatWords,
   messageStateWords,
   pendingWords,
-  receiptWords,
+  receiptsWords,
   secretOf,
   takesSecret,
   testResultText,
@@ -108,7 +108,8 @@ export function NotificationsSettings({ version }: { version: number }) {
     setForm(row ? endpointFormOf(row) : EMPTY_FORM);
   };
   const test = async (name: string) => {
-    setTests((all) => ({ ...all, [name]: { busy: true, result: all[name]?.result } }));
+    // The last outcome goes while sending: the live region then announces the new one, even in the same words.
+    setTests((all) => ({ ...all, [name]: { busy: true } }));
     let result: TestState["result"];
     try {
       result = testResultText(await notificationsApi.test(name), Date.now());
@@ -501,14 +502,11 @@ export function Receipts({ receipts }: { receipts?: Receipt[] }) {
   if (!receipts?.length) return null;
   return (
     <span class="receipts">
-      {receipts.map((r) => {
-        const w = receiptWords(r);
-        return (
-          <span key={r.id} class={`receipt ${w.tone}`} role="img" aria-label={w.label} title={`${r.event} → ${r.endpoint}`}>
-            {w.text}
-          </span>
-        );
-      })}
+      {receiptsWords(receipts).map((w, i) => (
+        <span key={w.id} class={`receipt ${w.tone}`} role="img" aria-label={w.label} title={`${receipts[i].event} → ${receipts[i].endpoint}`}>
+          {w.text}
+        </span>
+      ))}
     </span>
   );
 }

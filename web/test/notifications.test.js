@@ -14,6 +14,7 @@ import {
   messageStateWords,
   pendingWords,
   receiptWords,
+  receiptsWords,
   secretBytes,
   secretOf,
   testResultText,
@@ -71,6 +72,20 @@ test("a receipt says where a notification went and how it fared, to the eye and 
   assert.deepEqual(receiptWords({ id: "m", endpoint: "ops", event: "activity.created", state: "pending", attempts: 0 }),
     { text: "ops: waiting", label: "Notification to ops waiting to be sent", tone: "busy" });
   assert.equal(messageStateWords("delivered").tone, "ok");
+});
+
+test("two receipts to one endpoint say which event each is about; one alone does not", () => {
+  const words = receiptsWords([
+    { id: "a", endpoint: "ops", event: "activity.created", state: "delivered", attempts: 1 },
+    { id: "b", endpoint: "ops", event: "loop.run.completed", state: "retrying", attempts: 2 },
+    { id: "c", endpoint: "phone", event: "loop.run.completed", state: "failed", attempts: 1 },
+  ]);
+  assert.deepEqual(words.map((w) => w.text), ["ops (new activity): delivered", "ops (run completed): retrying (2 attempts)", "phone: failed"]);
+  assert.deepEqual(words.map((w) => w.label), [
+    "Notification to ops (new activity) delivered",
+    "Notification to ops (run completed) retrying, 2 attempts",
+    "Notification to phone failed",
+  ]);
 });
 
 test("a generated secret is whsec_ and the base64 of its bytes, and passes the form's check", () => {

@@ -182,16 +182,43 @@ export function testResultText(m: NotificationMessage, now: number): { ok: boole
   return { ok: false, text: `Failed: ${what} — will retry${when}` };
 }
 
-/** A receipt's words, "ops: delivered", "team-slack: retrying (3 attempts)", and its accessible name. */
-export function receiptWords(r: Receipt): { text: string; label: string; tone: Tone } {
+const EVENT_SHORT: Record<string, string> = {
+  "loop.run.completed": "run completed",
+  "loop.run.failed": "run failed",
+  "reminder.dispatched": "reminder",
+  "activity.created": "new activity",
+  "approval.requested": "approval",
+  "webhook.test": "test",
+};
+
+/** An event in a few words, to tell two receipts to one endpoint apart: "run completed". */
+export function eventShort(event: string): string {
+  return EVENT_SHORT[event] ?? event;
+}
+
+/**
+ * A receipt's words, "ops: delivered", "team-slack: retrying (3 attempts)",
+ * and its accessible name, "Notification to ops delivered". `withEvent`
+ * names the event too — "ops (run completed): delivered" — for an endpoint
+ * that got more than one message about the same thing.
+ */
+export function receiptWords(r: Receipt, withEvent = false): { text: string; label: string; tone: Tone } {
   const { text, tone } = messageStateWords(r.state);
   const tries = r.attempts > 1 ? `${r.attempts} attempts` : "";
   const what = r.state === "pending" ? "waiting to be sent" : text;
+  const to = withEvent ? `${r.endpoint} (${eventShort(r.event)})` : r.endpoint;
   return {
-    text: `${r.endpoint}: ${text}${tries ? ` (${tries})` : ""}`,
-    label: `Notification to ${r.endpoint} ${what}${tries ? `, ${tries}` : ""}`,
+    text: `${to}: ${text}${tries ? ` (${tries})` : ""}`,
+    label: `Notification to ${to} ${what}${tries ? `, ${tries}` : ""}`,
     tone,
   };
+}
+
+/** The words of a row's receipts, in order: an endpoint named twice says which event each is. */
+export function receiptsWords(receipts: Receipt[]): { id: string; text: string; label: string; tone: Tone }[] {
+  const count = new Map<string, number>();
+  for (const r of receipts) count.set(r.endpoint, (count.get(r.endpoint) ?? 0) + 1);
+  return receipts.map((r) => ({ id: r.id, ...receiptWords(r, (count.get(r.endpoint) ?? 0) > 1) }));
 }
 
 // ---- The endpoint form (PUT /api/notifications/endpoints/{name}).

@@ -138,6 +138,7 @@ describe("the Notifications section of Settings", () => {
     await page.keyboard.press("Enter");  // the keyboard opens it
     assert.equal(await toggle.getAttribute("aria-expanded"), "true");
     await row.getByRole("list", { name: "Attempts" }).getByText(/200 in \d+/).waitFor();
+    await row.evaluate((el) => el.scrollIntoView({ block: "end" }));  // the cards above, the attempts in view
     await screenshot(page, "notifications-1280");
     await page.keyboard.press("Enter");
     assert.equal(await toggle.getAttribute("aria-expanded"), "false");
@@ -230,7 +231,11 @@ describe("receipts", () => {
     await row.waitFor();
     await row.getByRole("button", { name: /Run history/ }).click();
     const receipts = row.locator(".runs tbody tr").first().locator(".run-outcome");
-    await receipts.getByRole("img", { name: "Notification to ops delivered" }).waitFor();
+    // ops takes every event: one message for the new activity item, one for the run's end, each named.
+    await receipts.getByRole("img", { name: "Notification to ops (run completed) delivered" }).waitFor();
+    await receipts.getByRole("img", { name: "Notification to ops (new activity) delivered" }).waitFor();
+    assert.equal(await receipts.getByRole("img", { name: "Notification to ops (run completed) delivered" }).innerText(),
+      "ops (run completed): delivered");
     const slack = receipts.getByRole("img", { name: /^Notification to team-slack (retrying|waiting to be sent)/ });
     await slack.waitFor();
     assert.match(await slack.innerText(), /^team-slack: (retrying|waiting)/);
@@ -240,7 +245,7 @@ describe("receipts", () => {
 
     await page.goto(host.url + "/#/activity");
     const item = page.getByRole("list", { name: "Activity items" }).locator("li", { hasText: "tell the team" }).first();
-    await item.getByRole("img", { name: "Notification to ops delivered" }).waitFor();
+    await item.getByRole("img", { name: "Notification to ops (run completed) delivered" }).waitFor();
     await item.getByRole("img", { name: /^Notification to team-slack/ }).waitFor();
     await screenshot(page, "notifications-activity-1280");
     await page.context().close();
@@ -270,14 +275,14 @@ describe("receipts", () => {
 
     await page.goto(host.url + "/#/activity");
     const item = page.getByRole("list", { name: "Activity items" }).locator("li", { hasText: "tell the team" }).first();
-    await item.getByRole("img", { name: "Notification to ops delivered" }).waitFor();
+    await item.getByRole("img", { name: "Notification to ops (run completed) delivered" }).waitFor();
     assert.equal(await overflow(), 0);
     await screenshot(page, "notifications-activity-390");
 
     await page.goto(host.url + `/#/automation?loop=${loop.loop_id}`);
     const row = page.locator(`[data-loop="${loop.loop_id}"]`);
     await row.getByRole("button", { name: /Run history/ }).click();
-    await row.getByRole("img", { name: "Notification to ops delivered" }).waitFor();
+    await row.getByRole("img", { name: "Notification to ops (run completed) delivered" }).waitFor();
     await row.scrollIntoViewIfNeeded();
     await screenshot(page, "notifications-receipts-390");
     await page.context().close();

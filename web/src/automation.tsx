@@ -356,48 +356,50 @@ function RunHistory({ loopId, version, titles, onOpenSession }: {
   if (runs.length === 0) return <p class="muted">No runs yet.</p>;
   return (
     <div class="runs">
-      <table>
+      {/* The roles are explicit: a narrow screen lays each run out as a block
+          (style.css), which must not take its table semantics away. */}
+      <table role="table">
         <caption class="visually-hidden">Runs, newest first</caption>
-        <thead>
-          <tr>
-            <th scope="col">Scheduled for</th>
-            <th scope="col">Delivered</th>
-            <th scope="col">Session</th>
-            <th scope="col">Delivery</th>
-            <th scope="col">Outcome</th>
-            <th scope="col">Duration</th>
-            <th scope="col">Tokens</th>
-            <th scope="col">Skipped</th>
+        <thead role="rowgroup">
+          <tr role="row">
+            <th scope="col" role="columnheader">Scheduled for</th>
+            <th scope="col" role="columnheader">Delivered</th>
+            <th scope="col" role="columnheader">Session</th>
+            <th scope="col" role="columnheader">Delivery</th>
+            <th scope="col" role="columnheader">Outcome</th>
+            <th scope="col" role="columnheader">Duration</th>
+            <th scope="col" role="columnheader">Tokens</th>
+            <th scope="col" role="columnheader">Skipped</th>
           </tr>
         </thead>
-        <tbody>
+        <tbody role="rowgroup">
           {runs.map((r) => {
             const session = r.outcome?.session_id ?? r.target_session_id;
             const href = session ? itemHref({ session_id: session, seq: r.outcome?.seq }) : null;
             const outcome = r.outcome ? outcomeWords(r.outcome) : null;
             return (
-              <tr key={r.nominal_at} class={outcome?.tone === "bad" ? "failed" : undefined}>
-                <td title={r.claimed_at ? `Claimed ${localTime(r.claimed_at)}` : undefined}>{localTime(r.nominal_at)}</td>
-                <td>{r.delivered_at ? localTime(r.delivered_at) : "—"}</td>
-                <td>
+              <tr role="row" key={r.nominal_at} class={outcome?.tone === "bad" ? "failed" : undefined}>
+                <td role="cell" data-label="Scheduled for" title={r.claimed_at ? `Claimed ${localTime(r.claimed_at)}` : undefined}>{localTime(r.nominal_at)}</td>
+                <td role="cell" data-label="Delivered">{r.delivered_at ? localTime(r.delivered_at) : "—"}</td>
+                <td role="cell" data-label="Session">
                   {session && href ? (
                     <a href={href} title="Open the session at this run">{titles.get(session) || session}</a>
                   ) : "—"}
                 </td>
-                <td>
+                <td role="cell" data-label="Delivery">
                   {r.result ?? "—"}
                   {r.error && <span class="error-text"> — {r.error}</span>}
                   {r.note && <span class="muted"> ({r.note})</span>}
                 </td>
-                <td class="run-outcome">
+                <td role="cell" data-label="Outcome" class="run-outcome">
                   {outcome ? <span class={`outcome ${outcome.tone}`}>{outcome.text}</span> : "—"}
                   {r.outcome?.error && <span class="error-text"> — {outcomeError(r.outcome)}</span>}
-                  {/* Who was told, beside what happened: the table is wider than a phone. */}
+                  {/* Who was told, beside what happened. */}
                   <Receipts receipts={r.notifications} />
                 </td>
-                <td>{durationMs(r.outcome?.duration_ms) || "—"}</td>
-                <td>{tokenWords(r.outcome?.tokens) || "—"}</td>
-                <td>{r.skipped ? `${r.skipped}${r.skipped_capped ? "+" : ""}` : "0"}</td>
+                <td role="cell" data-label="Duration">{durationMs(r.outcome?.duration_ms) || "—"}</td>
+                <td role="cell" data-label="Tokens">{tokenWords(r.outcome?.tokens) || "—"}</td>
+                <td role="cell" data-label="Skipped">{r.skipped ? `${r.skipped}${r.skipped_capped ? "+" : ""}` : "0"}</td>
               </tr>
             );
           })}

@@ -13,12 +13,13 @@ import {
   tokenWords,
 } from "./lib/activity";
 import { useLoopIndex } from "./loop_index";
+import { Receipts } from "./notifications";
 import { useNow } from "./use_now";
 
 // The activity inbox (issue 29, docs/UI.md): what happened without the
 // person — loop runs, reminder dispatches, turns other agents started — with
 // how each turn ended, newest first. Re-read when the change feed says the
-// activity changed (`version`); nothing is polled.
+// activity or its notifications changed (`version`); nothing is polled.
 
 type Filter = "all" | "unread" | "failed";
 const FILTERS: { id: Filter; label: string; empty: string }[] = [
@@ -165,6 +166,7 @@ function ActivityRow({ item, now, titles, loop }: {
           <span key={f}> · {f}</span>
         ))}
       </span>
+      <Receipts receipts={item.notifications} />
     </>
   );
   return (

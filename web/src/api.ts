@@ -5,6 +5,7 @@
 import type { ActivityItem, Outcome, Tokens } from "./lib/activity";
 import { displayTitle } from "./lib/deliveries";
 import type { LoopView } from "./lib/loops";
+import type { Receipt } from "./lib/notifications";
 import type { SearchResult } from "./lib/search";
 
 export type { ActivityItem, Outcome, Tokens };
@@ -180,6 +181,8 @@ export interface LoopRun {
   skipped_capped?: boolean;
   note?: string;
   outcome?: RunOutcome;
+  // The outbound notifications written for it (docs/NOTIFICATIONS.md).
+  notifications?: Receipt[];
 }
 
 export interface CronPreview {

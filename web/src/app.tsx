@@ -87,11 +87,13 @@ export function App() {
   // False while the host cannot be reached: from a request that could not
   // reach it or the change feed's closing, until the feed is back (`ready`).
   const [online, setOnline] = useState(true);
-  // Bumped when the change feed reports loops, sessions or MCP servers changed.
+  // Bumped when the change feed reports loops, sessions, MCP servers, the
+  // activity or the outbound notifications changed.
   const [loopsVersion, setLoopsVersion] = useState(0);
   const [sessionsVersion, setSessionsVersion] = useState(0);
   const [mcpVersion, setMcpVersion] = useState(0);
   const [activityVersion, setActivityVersion] = useState(0);
+  const [notificationsVersion, setNotificationsVersion] = useState(0);
   // Unread activity (issue 29): the total and per session.
   const [unread, setUnread] = useState<{ total: number; sessions: Record<string, number> }>({ total: 0, sessions: {} });
   const [notify, setNotify] = useNotifyChoice();
@@ -135,6 +137,7 @@ export function App() {
     const loopsLater = throttle(() => setLoopsVersion((v) => v + 1), REFRESH_MS);
     const mcpLater = throttle(() => setMcpVersion((v) => v + 1), REFRESH_MS);
     const activityLater = throttle(() => setActivityVersion((v) => v + 1), REFRESH_MS);
+    const notificationsLater = throttle(() => setNotificationsVersion((v) => v + 1), REFRESH_MS);
     const stop = followChanges((m) => {
       const again = rereads(m);
       if (m.type === "ready") {  // everything, at once
@@ -146,12 +149,14 @@ export function App() {
         if (again.loops) setLoopsVersion((v) => v + 1);
         if (again.mcp) setMcpVersion((v) => v + 1);
         if (again.activity) setActivityVersion((v) => v + 1);
+        if (again.notifications) setNotificationsVersion((v) => v + 1);
         return;
       }
       if (again.sessions) later();
       if (again.loops) loopsLater();
       if (again.mcp) mcpLater();
       if (again.activity) activityLater();
+      if (again.notifications) notificationsLater();
     }, () => setOnline(false));
     const ticker = setInterval(() => setTick((t) => t + 1), 30_000);
     const onHash = () => {
@@ -458,13 +463,13 @@ export function App() {
           </p>
         )}
         {settingsOpen ? (
-          <Settings onChanged={() => void api.host().then(setHost).catch(() => {})} />
+          <Settings onChanged={() => void api.host().then(setHost).catch(() => {})} notificationsVersion={notificationsVersion} />
         ) : activityOpen ? (
-          <Activity version={activityVersion} loopsVersion={loopsVersion} unread={unread.total} titles={titles} notify={notify} onNotify={setNotify} />
+          <Activity version={activityVersion + notificationsVersion} loopsVersion={loopsVersion} unread={unread.total} titles={titles} notify={notify} onNotify={setNotify} />
         ) : automation ? (
           host && (
             <Automation host={host} session={automation.session} loop={automation.loop} loopsVersion={loopsVersion}
-                        sessionsVersion={sessionsVersion} mcpVersion={mcpVersion} onOpenSession={open}
+                        sessionsVersion={sessionsVersion} mcpVersion={mcpVersion} notificationsVersion={notificationsVersion} onOpenSession={open}
                         sessionStatus={rowOf(automation.session)?.status} />
           )
         ) : current ? (

@@ -2,8 +2,9 @@ import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { api, clientTimeZone, type HostInfo, type LoopRun, type LoopView, type McpServerView, type Reminder, type SessionRow } from "./api";
 import { durationMs, itemHref, outcomeError, outcomeWords, tokenWords } from "./lib/activity";
 import { fieldOfError } from "./lib/fields";
-import { countdown, isFailing, scheduleWords, targetWords, toSeconds, UNITS } from "./lib/loops";
+import { appendOlderRuns, countdown, isFailing, mergeNewestRuns, scheduleWords, targetWords, toSeconds, UNITS } from "./lib/loops";
 import { mcpError, mcpSummary } from "./lib/mcp";
+import { Receipts } from "./notifications";
 import { isOverdue, OverdueNotice, useReminders } from "./reminders";
 import { useNow } from "./use_now";
 
@@ -54,16 +55,21 @@ interface Props {
   loopsVersion: number;
   sessionsVersion: number;
   mcpVersion: number;
+  // Bumped when the outbound notifications changed: the run histories' receipts.
+  notificationsVersion: number;
   onOpenSession: (id: string) => void;
 }
 
-export function Automation({ host, session, loop, sessionStatus, loopsVersion, sessionsVersion, mcpVersion, onOpenSession }: Props) {
+export function Automation({
+  host, session, loop, sessionStatus, loopsVersion, sessionsVersion, mcpVersion, notificationsVersion, onOpenSession,
+}: Props) {
   const [loops, setLoops] = useState<LoopView[] | null>(null);
   const [error, setError] = useState<string | null>(null);
   const [notice, setNotice] = useState<string | null>(null);
   const [shown, setShown] = useState(PAGE);
   const [sessions, setSessions] = useState<{ session_id: string; title?: string }[]>([]);
   const now = useNow(1000);
+  const runsVersion = loopsVersion + notificationsVersion;
 
   const reload = async () => {
     try {
@@ -141,7 +147,7 @@ export function Automation({ host, session, loop, sessionStatus, loopsVersion, s
             <h2 class="loops-count">{loops.length === 1 ? "1 loop" : `${loops.length} loops`}</h2>
             <ul class="loops" aria-label="Loops">
               {loops.slice(0, shown).map((l) => (
-                <LoopRow key={l.loop_id} loop={l} now={now} titles={titles} globalId={host.global_session_id}
+                <LoopRow key={l.loop_id} loop={l} now={now} titles={titles} globalId={host.global_session_id} runsVersion={runsVersion}
                          onDelete={remove} onOpenSession={onOpenSession} highlighted={l.loop_id === loop} />
               ))}
             </ul>
@@ -153,7 +159,7 @@ export function Automation({ host, session, loop, sessionStatus, loopsVersion, s
           </>
         )}
         {!session && (
-          <Finished version={loopsVersion} titles={titles} globalId={host.global_session_id} highlight={loop ?? null}
+          <Finished version={loopsVersion} runsVersion={runsVersion} titles={titles} globalId={host.global_session_id} highlight={loop ?? null}
                     onLoaded={() => setFinishedLoaded((n) => n + 1)} onOpenSession={onOpenSession} />
         )}
       </div>
@@ -232,9 +238,10 @@ function preview(text: string, n: number): string {
   return one.length > n ? one.slice(0, n - 1) + "…" : one;
 }
 
-function LoopRow({ loop, now, titles, globalId, onDelete, onOpenSession, highlighted, finished }: {
+function LoopRow({ loop, now, titles, globalId, runsVersion, onDelete, onOpenSession, highlighted, finished }: {
   loop: LoopView;
   now: number;
+  runsVersion: number;  // the open run history re-reads when it changes
   titles: Map<string, string | undefined>;
   globalId: string | null;
   onDelete?: (l: LoopView) => void;
@@ -302,15 +309,16 @@ function LoopRow({ loop, now, titles, globalId, onDelete, onOpenSession, highlig
           </button>
         )}
       </div>
-      {history && <RunHistory loopId={loop.loop_id} titles={titles} onOpenSession={onOpenSession} />}
+      {history && <RunHistory loopId={loop.loop_id} version={runsVersion} titles={titles} onOpenSession={onOpenSession} />}
     </li>
   );
 }
 
 const RUNS_PAGE = 20;
 
-function RunHistory({ loopId, titles, onOpenSession }: {
+function RunHistory({ loopId, version, titles, onOpenSession }: {
   loopId: string;
+  version: number;
   titles: Map<string, string | undefined>;
   onOpenSession: (id: string) => void;
 }) {
@@ -318,69 +326,87 @@ function RunHistory({ loopId, titles, onOpenSession }: {
   const [next, setNext] = useState<number | undefined>(undefined);
   const [done, setDone] = useState(false);
   const [error, setError] = useState<string | null>(null);
-  const load = async (before?: number) => {
+  const asked = useRef(0);
+  // The newest page, merged into what is shown (older pages stay): on
+  // opening, and whenever the loops or their notifications change.
+  useEffect(() => {
+    const mine = ++asked.current;
+    api
+      .runs(loopId, RUNS_PAGE)
+      .then((page) => {
+        if (mine !== asked.current) return;
+        setRuns((old) => mergeNewestRuns(old, page.runs, page.next_before === undefined));
+        setNext((n) => (n === undefined || page.next_before === undefined ? page.next_before : Math.min(n, page.next_before)));
+        setDone(true);
+        setError(null);
+      })
+      .catch((e: any) => mine === asked.current && setError(e?.message ?? String(e)));
+  }, [loopId, version]);
+  const older = async (before: number) => {
     try {
       const page = await api.runs(loopId, RUNS_PAGE, before);
-      setRuns((old) => (before === undefined ? page.runs : [...old, ...page.runs]));
+      setRuns((old) => appendOlderRuns(old, page.runs));
       setNext(page.next_before);
-      setDone(true);
     } catch (e: any) {
       setError(e?.message ?? String(e));
     }
   };
-  useEffect(() => void load(), [loopId]);
   if (error) return <p class="error-text">{error}</p>;
   if (!done) return <p class="muted">Loading runs…</p>;
   if (runs.length === 0) return <p class="muted">No runs yet.</p>;
   return (
     <div class="runs">
-      <table>
+      {/* The roles are explicit: a narrow screen lays each run out as a block
+          (style.css), which must not take its table semantics away. */}
+      <table role="table">
         <caption class="visually-hidden">Runs, newest first</caption>
-        <thead>
-          <tr>
-            <th scope="col">Scheduled for</th>
-            <th scope="col">Delivered</th>
-            <th scope="col">Session</th>
-            <th scope="col">Delivery</th>
-            <th scope="col">Outcome</th>
-            <th scope="col">Duration</th>
-            <th scope="col">Tokens</th>
-            <th scope="col">Skipped</th>
+        <thead role="rowgroup">
+          <tr role="row">
+            <th scope="col" role="columnheader">Scheduled for</th>
+            <th scope="col" role="columnheader">Delivered</th>
+            <th scope="col" role="columnheader">Session</th>
+            <th scope="col" role="columnheader">Delivery</th>
+            <th scope="col" role="columnheader">Outcome</th>
+            <th scope="col" role="columnheader">Duration</th>
+            <th scope="col" role="columnheader">Tokens</th>
+            <th scope="col" role="columnheader">Skipped</th>
           </tr>
         </thead>
-        <tbody>
+        <tbody role="rowgroup">
           {runs.map((r) => {
             const session = r.outcome?.session_id ?? r.target_session_id;
             const href = session ? itemHref({ session_id: session, seq: r.outcome?.seq }) : null;
             const outcome = r.outcome ? outcomeWords(r.outcome) : null;
             return (
-              <tr key={r.nominal_at} class={outcome?.tone === "bad" ? "failed" : undefined}>
-                <td title={r.claimed_at ? `Claimed ${localTime(r.claimed_at)}` : undefined}>{localTime(r.nominal_at)}</td>
-                <td>{r.delivered_at ? localTime(r.delivered_at) : "—"}</td>
-                <td>
+              <tr role="row" key={r.nominal_at} class={outcome?.tone === "bad" ? "failed" : undefined}>
+                <td role="cell" data-label="Scheduled for" title={r.claimed_at ? `Claimed ${localTime(r.claimed_at)}` : undefined}>{localTime(r.nominal_at)}</td>
+                <td role="cell" data-label="Delivered">{r.delivered_at ? localTime(r.delivered_at) : "—"}</td>
+                <td role="cell" data-label="Session">
                   {session && href ? (
                     <a href={href} title="Open the session at this run">{titles.get(session) || session}</a>
                   ) : "—"}
                 </td>
-                <td>
+                <td role="cell" data-label="Delivery">
                   {r.result ?? "—"}
                   {r.error && <span class="error-text"> — {r.error}</span>}
                   {r.note && <span class="muted"> ({r.note})</span>}
                 </td>
-                <td class="run-outcome">
+                <td role="cell" data-label="Outcome" class="run-outcome">
                   {outcome ? <span class={`outcome ${outcome.tone}`}>{outcome.text}</span> : "—"}
                   {r.outcome?.error && <span class="error-text"> — {outcomeError(r.outcome)}</span>}
+                  {/* Who was told, beside what happened. */}
+                  <Receipts receipts={r.notifications} />
                 </td>
-                <td>{durationMs(r.outcome?.duration_ms) || "—"}</td>
-                <td>{tokenWords(r.outcome?.tokens) || "—"}</td>
-                <td>{r.skipped ? `${r.skipped}${r.skipped_capped ? "+" : ""}` : "0"}</td>
+                <td role="cell" data-label="Duration">{durationMs(r.outcome?.duration_ms) || "—"}</td>
+                <td role="cell" data-label="Tokens">{tokenWords(r.outcome?.tokens) || "—"}</td>
+                <td role="cell" data-label="Skipped">{r.skipped ? `${r.skipped}${r.skipped_capped ? "+" : ""}` : "0"}</td>
               </tr>
             );
           })}
         </tbody>
       </table>
       {next !== undefined && (
-        <button type="button" class="secondary" onClick={() => void load(next)}>
+        <button type="button" class="secondary" onClick={() => void older(next)}>
           Older runs
         </button>
       )}
@@ -426,8 +452,9 @@ function LastRun({ loop }: { loop: LoopView }) {
 // with its run history. Nothing on a host that does not list them.
 const FINISHED_PAGE = 20;
 
-function Finished({ version, titles, globalId, highlight, onLoaded, onOpenSession }: {
+function Finished({ version, runsVersion, titles, globalId, highlight, onLoaded, onOpenSession }: {
   version: number;
+  runsVersion: number;
   titles: Map<string, string | undefined>;
   globalId: string | null;
   highlight: string | null;
@@ -486,7 +513,7 @@ function Finished({ version, titles, globalId, highlight, onLoaded, onOpenSessio
       ) : (
         <ul class="loops-list" aria-label="Finished loops">
           {loops.map((l) => (
-            <LoopRow key={l.loop_id} loop={l} now={now} titles={titles} globalId={globalId} finished
+            <LoopRow key={l.loop_id} loop={l} now={now} titles={titles} globalId={globalId} runsVersion={runsVersion} finished
                      highlighted={l.loop_id === highlight} onOpenSession={onOpenSession} />
           ))}
         </ul>

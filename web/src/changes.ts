@@ -1,6 +1,6 @@
 // The profile's change feed (`GET /api/changes`, docs/API.md): which
-// sessions changed and whether the loops, the host's MCP servers or the
-// activity inbox did. It
+// sessions changed and whether the loops, the host's MCP servers, the
+// activity inbox or the outbound notifications did. It
 // carries no data; the views re-read what it names. Reconnects with backoff;
 // every (re)connect starts with `ready`, after which a view re-reads
 // everything it shows, so nothing that changed while the feed was down is
@@ -13,6 +13,7 @@ export interface ChangeMessage {
   loops?: boolean;
   mcp?: boolean;
   activity?: boolean;
+  notifications?: boolean;
 }
 
 export function changesUrl(): string {

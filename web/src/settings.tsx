@@ -1,5 +1,6 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { ApiError, request } from "./api";
+import { NotificationsSettings } from "./notifications";
 import {
   checkProviderForm,
   formOf,
@@ -18,7 +19,8 @@ import {
 // knows — never their keys — with a Test for each, a form to add or edit an
 // OpenAI-compatible one, and the profile's default route. Every change goes
 // to the host at once (docs/API.md, "Settings"); `onChanged` lets the rest
-// of the page (the New session dialog) see it.
+// of the page (the New session dialog) see it. Below them, the outbound
+// notifications (notifications.tsx), re-read when `notificationsVersion` changes.
 
 const settingsApi = {
   get: () => request<SettingsView>("GET", "/api/settings"),
@@ -33,7 +35,7 @@ const settingsApi = {
 const EMPTY: ProviderForm = { name: "", baseUrl: "", apiKey: "", forgetKey: false, models: "", efforts: "" };
 const message = (e: unknown) => (e instanceof ApiError ? `${e.message} (${e.code})` : String((e as any)?.message ?? e));
 
-export function Settings({ onChanged }: { onChanged: () => void }) {
+export function Settings({ onChanged, notificationsVersion }: { onChanged: () => void; notificationsVersion: number }) {
   const [view, setView] = useState<SettingsView | null>(null);
   const [loadError, setLoadError] = useState<string | null>(null);
   // The form: null when closed; `editing` names the provider being edited.
@@ -119,6 +121,7 @@ export function Settings({ onChanged }: { onChanged: () => void }) {
             <DefaultRoute view={view} onSaved={changed} />
           </>
         )}
+        <NotificationsSettings version={notificationsVersion} />
       </div>
     </section>
   );

@@ -1,7 +1,7 @@
 // node --test web/test/ — the words of the automation panel and the composer's loop status.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { countdown, durationWords, loopSummary, scheduleWords, splitDuration, targetWords, toSeconds } from "../src/lib/loops.js";
+import { appendOlderRuns, countdown, durationWords, loopSummary, mergeNewestRuns, scheduleWords, splitDuration, targetWords, toSeconds } from "../src/lib/loops.js";
 
 test("durations in the largest unit that divides them", () => {
   assert.equal(durationWords(300), "5 min");
@@ -58,4 +58,17 @@ test("the composer's summary: count, nearest next run, overdue and failed", () =
   ];
   assert.deepEqual(loopSummary(loops), { count: 4, nextAt: 100, overdue: 1, failed: 1 });
   assert.deepEqual(loopSummary([]), { count: 0, nextAt: null, overdue: 0, failed: 0 });
+});
+
+test("a re-read run history keeps the older runs loaded and replaces the newest, each once", () => {
+  const run = (t, extra = {}) => ({ nominal_at: t, ...extra });
+  const held = [run(50), run(40), run(30), run(20), run(10)];
+  // The newest page now says 50's notification was delivered; 60 is new.
+  const page = [run(60), run(50, { notifications: [{ id: "m", state: "delivered" }] }), run(40)];
+  const merged = mergeNewestRuns(held, page, false);
+  assert.deepEqual(merged.map((r) => r.nominal_at), [60, 50, 40, 30, 20, 10]);
+  assert.equal(merged[1].notifications[0].state, "delivered");
+  // A page that holds every run is the whole history.
+  assert.deepEqual(mergeNewestRuns(held, [run(60)], true).map((r) => r.nominal_at), [60]);
+  assert.deepEqual(appendOlderRuns([run(60), run(50)], [run(50), run(40)]).map((r) => r.nominal_at), [60, 50, 40]);
 });

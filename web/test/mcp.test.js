@@ -25,14 +25,15 @@ test("a down server shows why; one that works again shows its last failure as pa
 });
 
 test("the feed's mcp flag re-reads the MCP servers, and only them", () => {
-  assert.deepEqual(rereads({ type: "changed", mcp: true }), { sessions: false, loops: false, mcp: true, activity: false });
-  assert.deepEqual(rereads({ type: "changed", loops: true, sessions: ["ses_a"] }), { sessions: true, loops: true, mcp: false, activity: false });
-  assert.deepEqual(rereads({ type: "changed", all_sessions: true }), { sessions: true, loops: false, mcp: false, activity: false });
-  assert.deepEqual(rereads({ type: "changed", sessions: [] }), { sessions: false, loops: false, mcp: false, activity: false });
-  assert.deepEqual(rereads({ type: "changed", activity: true }), { sessions: false, loops: false, mcp: false, activity: true });
+  assert.deepEqual(rereads({ type: "changed", mcp: true }), { sessions: false, loops: false, mcp: true, activity: false, notifications: false });
+  assert.deepEqual(rereads({ type: "changed", loops: true, sessions: ["ses_a"] }), { sessions: true, loops: true, mcp: false, activity: false, notifications: false });
+  assert.deepEqual(rereads({ type: "changed", all_sessions: true }), { sessions: true, loops: false, mcp: false, activity: false, notifications: false });
+  assert.deepEqual(rereads({ type: "changed", sessions: [] }), { sessions: false, loops: false, mcp: false, activity: false, notifications: false });
+  assert.deepEqual(rereads({ type: "changed", activity: true }), { sessions: false, loops: false, mcp: false, activity: true, notifications: false });
+  assert.deepEqual(rereads({ type: "changed", notifications: true }), { sessions: false, loops: false, mcp: false, activity: false, notifications: true });
 });
 
-test("every (re)connect re-reads everything, the MCP servers too", () => {
-  assert.deepEqual(rereads({ type: "ready" }), { sessions: true, loops: true, mcp: true, activity: true });
-  assert.deepEqual(rereads({ type: "something new" }), { sessions: false, loops: false, mcp: false, activity: false });
+test("every (re)connect re-reads everything, the MCP servers and the notifications too", () => {
+  assert.deepEqual(rereads({ type: "ready" }), { sessions: true, loops: true, mcp: true, activity: true, notifications: true });
+  assert.deepEqual(rereads({ type: "something new" }), { sessions: false, loops: false, mcp: false, activity: false, notifications: false });
 });

@@ -3,6 +3,8 @@
 // unread counts, and which new items the browser announces. Pure functions,
 // tested with node --test (web/test/).
 
+import type { Receipt } from "./notifications.js";
+
 export interface OutcomeError {
   code: string;
   message: string;
@@ -36,6 +38,8 @@ export interface ActivityItem {
   duration_ms?: number;
   tokens?: Tokens;
   read: boolean;
+  // The outbound notifications written for it (docs/NOTIFICATIONS.md).
+  notifications?: Receipt[];
 }
 
 export type Tone = "ok" | "bad" | "busy" | "quiet";

@@ -164,3 +164,22 @@ export function automationSummary(
   }
   return { words, nextAt, failing: loops.filter(isFailing).length, overdue: loop.overdue, overdueReminders };
 }
+
+/**
+ * A run history after a re-read of its newest page (the change feed said the
+ * loops or their notifications changed): that page's runs replace those due
+ * at the same time, older runs already loaded ("Older runs") stay, newest
+ * first and each once. `pageIsAll`: the page holds every run (no
+ * `next_before`).
+ */
+export function mergeNewestRuns<T extends { nominal_at: number }>(held: T[], page: T[], pageIsAll: boolean): T[] {
+  if (pageIsAll || page.length === 0) return page;
+  const oldest = page[page.length - 1].nominal_at;
+  return page.concat(held.filter((r) => r.nominal_at < oldest));
+}
+
+/** Appends an older page of runs, each once. */
+export function appendOlderRuns<T extends { nominal_at: number }>(held: T[], older: T[]): T[] {
+  const seen = new Set(held.map((r) => r.nominal_at));
+  return held.concat(older.filter((r) => !seen.has(r.nominal_at)));
+}

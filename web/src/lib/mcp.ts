@@ -45,6 +45,7 @@ export interface ChangeMessage {
   loops?: boolean;
   mcp?: boolean;
   activity?: boolean;
+  notifications?: boolean;
 }
 
 export interface Rereads {
@@ -52,6 +53,7 @@ export interface Rereads {
   loops: boolean;
   mcp: boolean;
   activity: boolean;
+  notifications: boolean;  // outbound webhooks' messages (docs/NOTIFICATIONS.md)
 }
 
 /**
@@ -60,7 +62,13 @@ export interface Rereads {
  * was down were not announced.
  */
 export function rereads(m: ChangeMessage): Rereads {
-  if (m.type === "ready") return { sessions: true, loops: true, mcp: true, activity: true };
-  if (m.type !== "changed") return { sessions: false, loops: false, mcp: false, activity: false };
-  return { sessions: !!(m.sessions?.length || m.all_sessions), loops: !!m.loops, mcp: !!m.mcp, activity: !!m.activity };
+  if (m.type === "ready") return { sessions: true, loops: true, mcp: true, activity: true, notifications: true };
+  if (m.type !== "changed") return { sessions: false, loops: false, mcp: false, activity: false, notifications: false };
+  return {
+    sessions: !!(m.sessions?.length || m.all_sessions),
+    loops: !!m.loops,
+    mcp: !!m.mcp,
+    activity: !!m.activity,
+    notifications: !!m.notifications,
+  };
 }

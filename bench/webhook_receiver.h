@@ -141,18 +141,19 @@ class WebhookReceiver {
     static constexpr std::string_view kOk = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
     std::string in;
     char buffer[16384];
-    bool open = true;
-    while (open) {
-      size_t head_end;
-      while ((head_end = in.find("\r\n\r\n")) == std::string::npos) {
+    // Reads until `enough` holds; false when the peer closed first.
+    auto read_until = [&](auto enough) {
+      while (!enough()) {
         ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
-        if (n <= 0) {
-          open = false;
-          break;
-        }
+        if (n <= 0) return false;
         in.append(buffer, static_cast<size_t>(n));
       }
-      if (!open) break;
+      return true;
+    };
+    bool open = true;
+    while (open) {
+      size_t head_end = std::string::npos;
+      if (!read_until([&] { return (head_end = in.find("\r\n\r\n")) != std::string::npos; })) break;
       Receipt r;
       size_t content_length = 0;
       bool close_after = false;
@@ -173,15 +174,7 @@ class WebhookReceiver {
         if (name == "webhook-signature") r.signature = value;
       }
       const size_t total = head_end + 4 + content_length;
-      while (in.size() < total) {
-        ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
-        if (n <= 0) {
-          open = false;
-          break;
-        }
-        in.append(buffer, static_cast<size_t>(n));
-      }
-      if (!open) break;
+      if (!read_until([&] { return in.size() >= total; })) break;
       r.at_us =
           std::chrono::duration_cast<std::chrono::microseconds>(RealClock().Now().time_since_epoch()).count();
       r.body = in.substr(head_end + 4, content_length);

@@ -121,10 +121,10 @@ std::shared_ptr<const outbox::Subscriptions> Wanting(outbox::SubscriptionSource*
   return nullptr;
 }
 
-Status Send(Tx& tx, const outbox::Subscriptions& subs, outbox::SubscriptionSource* webhooks, std::string_view event,
-            const Item& item, std::string phase, int64_t at) {
+Status Send(Tx& tx, const outbox::Subscriptions& subs, std::string_view event, const Item& item, std::string phase,
+            int64_t at) {
   outbox::Fact fact{item.key, std::move(phase), item.loop_id, item.outcome.session_id};
-  return outbox::Enqueue(tx, subs, webhooks, event, fact, WebhookData(item), at);
+  return outbox::Enqueue(tx, subs, event, fact, WebhookData(item), at);
 }
 
 // An item as a delivery made it, for its webhooks.
@@ -143,10 +143,10 @@ Item NewItem(int64_t num, int64_t at, const Source& s, const std::string& key, s
 
 // What a new item sends: `activity.created`, and `reminder.dispatched` for
 // a reminder (`phase` tells a failed dispatch from the delivery).
-Status SendNew(Tx& tx, const outbox::Subscriptions& subs, outbox::SubscriptionSource* webhooks, const Item& item,
-               bool created, std::string_view phase, int64_t at) {
-  if (created) DSH_RETURN_IF_ERROR(Send(tx, subs, webhooks, "activity.created", item, "", at));
-  if (item.kind == "reminder") DSH_RETURN_IF_ERROR(Send(tx, subs, webhooks, "reminder.dispatched", item, std::string(phase), at));
+Status SendNew(Tx& tx, const outbox::Subscriptions& subs, const Item& item, bool created, std::string_view phase,
+               int64_t at) {
+  if (created) DSH_RETURN_IF_ERROR(Send(tx, subs, "activity.created", item, "", at));
+  if (item.kind == "reminder") DSH_RETURN_IF_ERROR(Send(tx, subs, "reminder.dispatched", item, std::string(phase), at));
   return Status::Ok();
 }
 
@@ -194,7 +194,7 @@ Status Delivered(Tx& tx, const Source& s, const std::string& session_id, const s
   item.outcome.session_id = session_id;
   item.outcome.seq = seq;
   item.outcome.started_at = started_at;
-  return SendNew(tx, *subs, webhooks, item, created, "", at);
+  return SendNew(tx, *subs, item, created, "", at);
 }
 
 Status DeliveryFailed(Tx& tx, const Source& s, const std::optional<std::string>& session_id,
@@ -234,8 +234,8 @@ Status DeliveryFailed(Tx& tx, const Source& s, const std::optional<std::string>&
   item.outcome.error_message = error;
   item.outcome.session_id = session_id;
   item.summary = Summary(error);
-  DSH_RETURN_IF_ERROR(SendNew(tx, *subs, webhooks, item, true, ":failed", at));
-  if (item.kind == "loop_run") return Send(tx, *subs, webhooks, "loop.run.failed", item, ":delivery", at);
+  DSH_RETURN_IF_ERROR(SendNew(tx, *subs, item, true, ":failed", at));
+  if (item.kind == "loop_run") return Send(tx, *subs, "loop.run.failed", item, ":delivery", at);
   return Status::Ok();
 }
 
@@ -310,7 +310,7 @@ Result<int64_t> TurnEnded(Tx& tx, const std::vector<std::string>& message_ids, c
                                }));
   for (const Item& item : runs) {
     std::string_view event = end.status == kError ? "loop.run.failed" : "loop.run.completed";
-    DSH_RETURN_IF_ERROR(Send(tx, *subs, webhooks, event, item, "", end.ended_at));
+    DSH_RETURN_IF_ERROR(Send(tx, *subs, event, item, "", end.ended_at));
   }
   return changed;
 }

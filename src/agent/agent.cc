@@ -72,7 +72,7 @@ Status SendApprovalRequests(store::Tx& tx, outbox::SubscriptionSource& webhooks,
     Json data = {{"session_id", session_id}, {"seq", e.seq},     {"call_id", call_id},
                  {"tool", e.data.value("name", "")}, {"summary", e.data.value("summary", "")}};
     outbox::Fact fact{"approval:" + session_id + ":" + call_id, "", std::nullopt, session_id};
-    DSH_RETURN_IF_ERROR(outbox::Enqueue(tx, *subs, &webhooks, "approval.requested", fact, data, now));
+    DSH_RETURN_IF_ERROR(outbox::Enqueue(tx, *subs, "approval.requested", fact, data, now));
   }
   return Status::Ok();
 }

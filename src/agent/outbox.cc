@@ -153,11 +153,10 @@ Result<std::string> EnqueueTo(Tx& tx, const std::string& endpoint, std::string_v
   return id;
 }
 
-Status Enqueue(Tx& tx, const Subscriptions& subscriptions, SubscriptionSource* source, std::string_view event,
-               const Fact& fact, const Json& data, int64_t at) {
+Status Enqueue(Tx& tx, const Subscriptions& subscriptions, std::string_view event, const Fact& fact, const Json& data,
+               int64_t at) {
   for (const std::string& endpoint : subscriptions.For(event)) {
-    DSH_ASSIGN_OR_RETURN(std::string id, EnqueueTo(tx, endpoint, event, fact, data, at));
-    if (!id.empty() && source != nullptr) source->NoteWritten();
+    DSH_RETURN_IF_ERROR(EnqueueTo(tx, endpoint, event, fact, data, at).status());
   }
   return Status::Ok();
 }

@@ -1,6 +1,5 @@
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -49,20 +48,16 @@ class Subscriptions {
   std::map<std::string, std::vector<std::string>, std::less<>> endpoints_;
 };
 
-// The subscriptions in effect, swapped when an endpoint is saved, and a flag
-// writers raise when they wrote a message (the sender clears it once the
-// transaction committed, see TakeWritten). Thread-safe.
+// The subscriptions in effect, swapped when an endpoint is saved.
+// Thread-safe.
 class SubscriptionSource {
  public:
   std::shared_ptr<const Subscriptions> Get() const;
   void Set(std::shared_ptr<const Subscriptions> subscriptions);
-  void NoteWritten() { written_.store(true, std::memory_order_release); }
-  bool TakeWritten() { return written_.exchange(false, std::memory_order_acq_rel); }
 
  private:
   mutable std::mutex mu_;
   std::shared_ptr<const Subscriptions> current_;  // GUARDED_BY(mu_); null = none
-  std::atomic<bool> written_{false};
 };
 
 // What a message is about, for receipts (the run history, the activity list).
@@ -78,9 +73,8 @@ struct Fact {
 // Writes one pending message of `event` with `data` for every endpoint
 // `subscriptions` sends it to (none: nothing), in `tx`. A message of the
 // same endpoint, event and fact key written before is left as it is.
-// `source` (nullable) is told a message was written.
-Status Enqueue(store::Tx& tx, const Subscriptions& subscriptions, SubscriptionSource* source, std::string_view event,
-               const Fact& fact, const Json& data, int64_t at);
+Status Enqueue(store::Tx& tx, const Subscriptions& subscriptions, std::string_view event, const Fact& fact,
+               const Json& data, int64_t at);
 // One message to one endpoint, whatever its events (the Settings page's
 // Send test). Returns its id.
 Result<std::string> EnqueueTo(store::Tx& tx, const std::string& endpoint, std::string_view event, const Fact& fact,

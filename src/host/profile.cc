@@ -60,6 +60,16 @@ Status WriteFileAtomically(const std::filesystem::path& path, const std::string&
   return WriteFileMode(path, content, static_cast<mode_t>(mode), /*exclusive=*/false);
 }
 
+Result<std::optional<std::string>> ReadFileIfPresent(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return std::optional<std::string>();
+  std::ifstream in(path);
+  if (!in) return Status(codes::kIo, "cannot read " + path.string());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return std::optional<std::string>(ss.str());
+}
+
 Result<fs::path> Profile::ResolveHome(const std::optional<std::string>& home_flag) {
   fs::path home;
   if (home_flag && !home_flag->empty()) {

@@ -57,4 +57,8 @@ class Profile {
 // is per process). Errors: `io_error`.
 Status WriteFileAtomically(const std::filesystem::path& path, const std::string& content, unsigned mode);
 
+// The content of `path`, or nullopt when it does not exist. Errors:
+// `io_error` (it exists but cannot be read).
+Result<std::optional<std::string>> ReadFileIfPresent(const std::filesystem::path& path);
+
 }  // namespace dsh::host

@@ -2,8 +2,6 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include <fstream>
-#include <sstream>
 #include <utility>
 
 #include "base/json.h"
@@ -14,17 +12,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr std::chrono::milliseconds kProbeTimeout{10'000};
-
-// nullopt when the file does not exist.
-Result<std::optional<std::string>> ReadIfPresent(const fs::path& path) {
-  std::error_code ec;
-  if (!fs::exists(path, ec)) return std::optional<std::string>();
-  std::ifstream in(path);
-  if (!in) return Status(codes::kIo, "cannot read " + path.string());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return std::optional<std::string>(ss.str());
-}
 
 Status Bad(const fs::path& path, const std::string& what) {
   return Status(codes::kInvalidConfig, path.string() + ": " + what);
@@ -72,7 +59,7 @@ std::string KeysJson(const SavedProviders& saved) {
 Result<SavedProviders> ProviderSettings::Load(const fs::path& home) {
   SavedProviders saved;
   const fs::path providers_path = home / kProvidersFile;
-  DSH_ASSIGN_OR_RETURN(std::optional<std::string> text, ReadIfPresent(providers_path));
+  DSH_ASSIGN_OR_RETURN(std::optional<std::string> text, ReadFileIfPresent(providers_path));
   if (text) {
     YAML::Node root;
     try {
@@ -101,7 +88,7 @@ Result<SavedProviders> ProviderSettings::Load(const fs::path& home) {
     }
   }
   const fs::path keys_path = home / kKeysFile;
-  DSH_ASSIGN_OR_RETURN(std::optional<std::string> keys_text, ReadIfPresent(keys_path));
+  DSH_ASSIGN_OR_RETURN(std::optional<std::string> keys_text, ReadFileIfPresent(keys_path));
   if (keys_text) {
     auto keys = ParseJson(*keys_text);
     if (!keys.ok() || !keys->is_object()) return Bad(keys_path, "must be a JSON object of provider names to keys");

@@ -4,8 +4,6 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 #include <utility>
 
 #include "host/profile.h"
@@ -19,16 +17,6 @@ namespace {
 
 constexpr const char* kSavedFile = "webhooks.yml";
 constexpr const char* kSecretsFile = "webhook-secrets";
-
-Result<std::optional<std::string>> ReadIfPresent(const fs::path& path) {
-  std::error_code ec;
-  if (!fs::exists(path, ec)) return std::optional<std::string>();
-  std::ifstream in(path);
-  if (!in) return Status(codes::kIo, "cannot read " + path.string());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return std::optional<std::string>(ss.str());
-}
 
 Status Bad(const fs::path& path, const std::string& what) {
   return Status(codes::kInvalidConfig, path.string() + ": " + what);
@@ -84,7 +72,7 @@ Result<std::vector<Endpoint>> DeclaredEndpoints(const host::Config& config) {
         return Status(codes::kInvalidConfig, "`" + what + ".secret_file`: " + w.secret_file +
                                                  " must not be readable by others (chmod 600 it)");
       }
-      DSH_ASSIGN_OR_RETURN(auto text, ReadIfPresent(w.secret_file));
+      DSH_ASSIGN_OR_RETURN(auto text, host::ReadFileIfPresent(w.secret_file));
       if (!text || Trimmed(*text).empty()) {
         return Status(codes::kInvalidConfig, "`" + what + ".secret_file`: " + w.secret_file + " is empty");
       }
@@ -99,7 +87,7 @@ Result<std::vector<Endpoint>> DeclaredEndpoints(const host::Config& config) {
 Result<std::vector<Endpoint>> LoadSaved(const fs::path& home) {
   std::vector<Endpoint> out;
   const fs::path path = home / kSavedFile;
-  DSH_ASSIGN_OR_RETURN(auto text, ReadIfPresent(path));
+  DSH_ASSIGN_OR_RETURN(auto text, host::ReadFileIfPresent(path));
   if (!text) return out;
   YAML::Node root;
   try {
@@ -109,7 +97,7 @@ Result<std::vector<Endpoint>> LoadSaved(const fs::path& home) {
   }
   if (!root || root.IsNull()) return out;
   Json secrets = Json::object();
-  DSH_ASSIGN_OR_RETURN(auto secrets_text, ReadIfPresent(home / kSecretsFile));
+  DSH_ASSIGN_OR_RETURN(auto secrets_text, host::ReadFileIfPresent(home / kSecretsFile));
   if (secrets_text) {
     auto parsed = ParseJson(*secrets_text);
     if (!parsed.ok() || !parsed->is_object()) return Bad(home / kSecretsFile, "must be a JSON object of names to secrets");
@@ -182,6 +170,10 @@ Status EndpointSet::Put(host::Config::Webhook spec, std::optional<std::optional<
     return Status(codes::kConflict, "the endpoint `" + spec.name + "` is declared in dsh.yml: change it there");
   }
   auto it = std::find_if(saved_.begin(), saved_.end(), [&](const Endpoint& e) { return e.spec.name == spec.name; });
+  if (spec.url.empty()) {
+    if (it == saved_.end()) return Status(codes::kInvalidArguments, "`url` is required");
+    spec.url = it->spec.url;  // kept, as the secret is: no route shows it whole
+  }
   if (!secret) {
     spec.secret = it != saved_.end() ? it->spec.secret : "";
   } else {

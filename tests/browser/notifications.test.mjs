@@ -203,6 +203,18 @@ describe("the Notifications section of Settings", () => {
     await phone.getByRole("status").getByText(/^Delivered \(200\)/).waitFor();
     assert.ok(good.requests.some((r) => r.path === "/saved-again"));
 
+    // Edit with the URL left empty keeps the saved one.
+    await phone.getByRole("button", { name: "Edit phone" }).click();
+    const again = page.getByRole("form", { name: "Edit phone" });
+    await again.getByRole("checkbox", { name: /approval\.requested/ }).uncheck();
+    await again.getByRole("button", { name: "Save endpoint" }).click();
+    await again.waitFor({ state: "detached" });
+    await phone.getByText(/approval\.requested/).waitFor({ state: "detached" });
+    const before = good.requests.filter((r) => r.path === "/saved-again").length;
+    await phone.getByRole("button", { name: "Send test to phone" }).click();
+    await until(() => good.requests.filter((r) => r.path === "/saved-again").length === before + 1,
+      "the test sent to the kept URL");
+
     page.once("dialog", (d) => d.accept());
     await phone.getByRole("button", { name: "Delete phone" }).click();
     await phone.waitFor({ state: "detached" });

@@ -299,7 +299,7 @@ function EndpointEditor({ form, editing, headingRef, onForm, onSaved, onCancel }
                placeholder={editing ? editing.url : "https://hooks.example.net/dsh"} />
       </label>
       {editing && (
-        <p class="muted" id="endpoint-url-again">Type the whole URL again: the page never sees the saved one, whose path may hold a secret.</p>
+        <p class="muted" id="endpoint-url-again">Leave it empty to keep the saved URL, which this page never sees whole: its path may hold a secret.</p>
       )}
       <label>
         Format

@@ -116,6 +116,9 @@ test("the form's first problem names its field", () => {
   // Editing keeps the saved secret unless told to forget it.
   assert.equal(checkEndpointForm(form({ secret: "" }), { has_secret: true }), null);
   assert.equal(checkEndpointForm(form({ secret: "", forgetSecret: true }), { has_secret: true }).field, "secret");
+  // ... and its URL when the field is left empty; a new endpoint needs one.
+  assert.equal(checkEndpointForm(form({ url: "" }), { has_secret: true }), null);
+  assert.equal(checkEndpointForm(form({ url: "hooks.example.net" }), { has_secret: true }).field, "url");
 });
 
 test("the PUT body: a typed secret replaces, an empty one keeps, forgetting sends null", () => {
@@ -126,6 +129,7 @@ test("the PUT body: a typed secret replaces, an empty one keeps, forgetting send
   assert.equal(endpointBody(form({ secret: "", format: "ntfy", forgetSecret: true })).secret, null);
   assert.equal("secret" in endpointBody(form({ format: "slack" })), false);  // Slack's URL is its secret
   assert.deepEqual(endpointBody(form({ events: ["*"] })).events, ["*"]);
+  assert.equal("url" in endpointBody(form({ url: "  " })), false);  // the saved URL is kept
 });
 
 test("editing starts from the saved endpoint, without its URL's secret part or its secret", () => {

@@ -46,8 +46,10 @@ class EndpointSet {
 
   std::shared_ptr<const std::map<std::string, Endpoint>> Get() const;
 
-  // Saves endpoint `spec.name` (adds or replaces a saved one). `secret`:
-  // nullopt keeps the saved secret, an empty optional inside forgets it.
+  // Saves endpoint `spec.name` (adds or replaces a saved one). An empty
+  // `spec.url` keeps the saved URL (`invalid_arguments` for a new one).
+  // `secret`: nullopt keeps the saved secret, an empty optional inside
+  // forgets it.
   // Errors: `invalid_arguments` (CheckWebhook, a bad `whsec_` secret),
   // `conflict` (declared in dsh.yml), `io_error`. Nothing changes on error.
   Status Put(host::Config::Webhook spec, std::optional<std::optional<std::string>> secret);

@@ -78,7 +78,6 @@ Result<std::pair<host::Config::Webhook, std::optional<std::optional<std::string>
       return InvalidArguments("unknown field `" + key + "` (known: url, format, events, allow_private, secret)");
     }
   }
-  if (w.url.empty()) return InvalidArguments("`url` is required");
   if (w.format.empty()) w.format = "standard";
   return std::make_pair(std::move(w), std::move(secret));
 }

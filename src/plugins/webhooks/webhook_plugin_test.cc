@@ -128,11 +128,23 @@ TEST(WebhookEndpoints, SavedEndpointsPersistWithTheirSecretsApartAndDeclaredOnes
               codes::kInvalidArguments);
     auto mine = Hook("mine", "standard");
     mine.events = {"reminder.dispatched"};
+    mine.url = "https://hooks.example.net/mine/t0ken";
     ASSERT_TRUE(set.Put(mine, std::optional<std::string>(kSecret)).ok());
     EXPECT_TRUE(subs.Get()->Wants("reminder.dispatched"));
     // Saved again without a secret: the saved one is kept.
     ASSERT_TRUE(set.Put(mine, std::nullopt).ok());
     EXPECT_EQ(set.Get()->at("mine").spec.secret, kSecret);
+    // And without a URL: the saved one is kept (the API never shows it whole).
+    auto without_url = mine;
+    without_url.url.clear();
+    ASSERT_TRUE(set.Put(without_url, std::nullopt).ok());
+    EXPECT_EQ(set.Get()->at("mine").spec.url, mine.url);
+    // A new endpoint needs one.
+    auto other = Hook("other", "slack");
+    other.url.clear();
+    Status no_url = set.Put(other, std::nullopt);
+    EXPECT_EQ(no_url.code(), codes::kInvalidArguments);
+    EXPECT_NE(no_url.message().find("`url` is required"), std::string::npos) << no_url.message();
   }
   struct stat st {};
   ASSERT_EQ(::stat((home.path() / "webhook-secrets").c_str(), &st), 0);

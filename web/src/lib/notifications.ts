@@ -272,7 +272,8 @@ export function checkEndpointForm(
   const name = form.name.trim();
   if (!name) return { field: "name", message: "Give the endpoint a name." };
   if (!ENDPOINT_NAME.test(name)) return { field: "name", message: "Use lowercase letters, digits, - and _ in the name." };
-  if (!/^https?:\/\/[^\s/?#]+\S*$/.test(form.url.trim())) {
+  const url = form.url.trim();
+  if ((url || !editing) && !/^https?:\/\/[^\s/?#]+\S*$/.test(url)) {
     return { field: "url", message: "The URL must start with http:// or https://, e.g. https://hooks.example.net/dsh." };
   }
   if (form.events.length === 0) return { field: "events", message: "Choose at least one event to send." };
@@ -289,10 +290,14 @@ export function checkEndpointForm(
   return null;
 }
 
-/** The PUT body of a checked form: a typed secret replaces, an empty one keeps, forgetting sends null. */
+/**
+ * The PUT body of a checked form: a typed secret or URL replaces, an empty one keeps the saved one
+ * (the page never sees either whole), forgetting the secret sends null.
+ */
 export function endpointBody(form: EndpointForm): Record<string, unknown> {
   const events = form.events.includes(EVERY_EVENT) ? [EVERY_EVENT] : form.events;
-  const body: Record<string, unknown> = { url: form.url.trim(), format: form.format, events, allow_private: form.allowPrivate };
+  const body: Record<string, unknown> = { format: form.format, events, allow_private: form.allowPrivate };
+  if (form.url.trim()) body.url = form.url.trim();
   const secret = form.secret.trim();
   if (takesSecret(form.format) && secret) body.secret = secret;
   else if (form.forgetSecret) body.secret = null;

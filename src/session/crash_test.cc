@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <map>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <tuple>
@@ -36,7 +37,8 @@ std::unique_ptr<store::Database> OpenDb(const std::string& path) {
   return std::move(db).value();
 }
 
-// Runs the child for `run_for`, kills it, and returns the acknowledged appends.
+// Runs the child until `run_for` after its first acknowledgement, kills it,
+// and returns the acknowledged appends.
 std::map<std::pair<int, int>, Ack> RunAndKill(const std::string& db_path, const std::string& session_id, int round,
                                               std::chrono::milliseconds run_for) {
   int fds[2];
@@ -55,23 +57,33 @@ std::map<std::pair<int, int>, Ack> RunAndKill(const std::string& db_path, const 
 
   std::string output;
   char buf[65536];
-  auto deadline = std::chrono::steady_clock::now() + run_for;
+  // `run_for` counts from the child's first acknowledgement: starting (and
+  // opening the database) may take long under a sanitizer, and a kill before
+  // any append tests nothing.
+  const auto started = std::chrono::steady_clock::now();
+  std::optional<std::chrono::steady_clock::time_point> deadline;
   bool killed = false;
   for (;;) {
     auto now = std::chrono::steady_clock::now();
-    if (!killed && now >= deadline) {
+    if (!killed && !deadline && now - started >= std::chrono::seconds(60)) {
+      ADD_FAILURE() << "the child acknowledged nothing in 60 s";
+      deadline = now;
+    }
+    if (!killed && deadline && now >= *deadline) {
       kill(pid, SIGKILL);
       killed = true;
     }
-    int timeout_ms = killed ? 1000
-                            : static_cast<int>(
-                                  std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count()) + 1;
+    int timeout_ms = killed || !deadline
+                         ? 1000
+                         : static_cast<int>(
+                               std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - now).count()) + 1;
     pollfd p{fds[0], POLLIN, 0};
     int ready = poll(&p, 1, timeout_ms);
     if (ready > 0) {
       ssize_t n = read(fds[0], buf, sizeof buf);
       if (n <= 0) break;  // EOF: the child is gone
       output.append(buf, static_cast<size_t>(n));
+      if (!deadline) deadline = std::chrono::steady_clock::now() + run_for;
     }
   }
   close(fds[0]);

@@ -394,6 +394,60 @@ struct Bench {
     return f;
   }
 
+  // The physical limit of appends on this server (issue 32): `pgbench`,
+  // PostgreSQL's own load driver, running an append's statements — the
+  // session row locked, the event inserted, the row's counters set — with
+  // kAppenders clients, one session each, one transaction per append, for
+  // args.seconds. Its transactions per second; 0 when pgbench is missing
+  // (it comes with Debian's postgresql package).
+  double PgbenchAppends(const Place& place) {
+    std::string pgbench;
+    std::error_code ec;
+    for (const auto& dir : std::filesystem::directory_iterator("/usr/lib/postgresql", ec)) {
+      auto candidate = dir.path() / "bin" / "pgbench";
+      if (std::filesystem::exists(candidate) && candidate.string() > pgbench) pgbench = candidate.string();
+    }
+    if (pgbench.empty()) return 0;
+    {
+      auto db = store::Database::Open(place.Factory(), session::SessionStore::Migrations());
+      if (!db.ok()) Fail("open database", db.status());
+      session::SessionStore store(**db, RealClock());
+      for (int i = 0; i < kAppenders; ++i) {
+        auto made = store.Create({.id = "ses_pgbench_" + std::to_string(i), .route = {"echo", "echo", std::nullopt}});
+        if (!made.ok()) Fail("create session", made.status());
+      }
+      (*db)->Close();
+    }
+    // The same statements AppendTx runs on PostgreSQL, with a data text of
+    // the same length as Appends' events.
+    const std::filesystem::path script = place.home / "append.sql";
+    std::ofstream(script) << "BEGIN;\n"
+                             "SELECT num, last_seq + 1 AS seq, recent_tail AS tail FROM sessions"
+                             " WHERE id = 'ses_pgbench_' || :client_id FOR NO KEY UPDATE \\gset\n"
+                             "INSERT INTO events_recent (session_num, seq, type, at, data, prev) VALUES (:num, :seq,"
+                             " 'message/assistant', 1764892800000, '{\"text\":\"a typical short assistant message of"
+                             " about this length, with some words\"}', :tail) RETURNING id \\gset\n"
+                             "UPDATE sessions SET last_seq = :seq, recent_tail = :id, updated_at = CASE WHEN updated_at"
+                             " > 1764892800000 THEN updated_at ELSE 1764892800000 END WHERE num = :num;\n"
+                             "END;\n";
+    const std::filesystem::path out = place.home / "pgbench.out";
+    char duration[16];
+    std::snprintf(duration, sizeof duration, "%d", std::max(1, static_cast<int>(args.seconds + 0.5)));
+    std::string cmd = "'" + pgbench + "' -n -M prepared -c " + std::to_string(kAppenders) + " -j " +
+                      std::to_string(std::max(1u, std::thread::hardware_concurrency())) + " -T " + duration +
+                      " -f '" + script.string() + "' '" + place.conninfo + "' > '" + out.string() + "' 2>&1";
+    if (std::system(cmd.c_str()) != 0) {
+      std::ifstream log(out);
+      std::string text((std::istreambuf_iterator<char>(log)), {});
+      Fail("pgbench", Status(codes::kUnavailable, cmd + ":\n" + text));
+    }
+    std::ifstream log(out);
+    for (std::string line; std::getline(log, line);) {
+      if (line.rfind("tps = ", 0) == 0) return std::stod(line.substr(6));
+    }
+    Fail("pgbench", Status(codes::kInternal, "no `tps = ` line in " + out.string()));
+  }
+
   // ---- 2. loops ----
 
   static std::string LoopId(int64_t i) {
@@ -776,6 +830,7 @@ struct Bench {
           "| hosts | backend | events/s | ÷ SQLite, same hosts | commits/s | appends per commit | writer per "
           "commit, mean of the hosts: jobs incl. write-lock wait / COMMIT / callbacks / waiting (µs) |\n");
       std::printf("|---:|---|---:|---:|---:|---:|---|\n");
+      double pg_three = 0;
       for (int hosts : {1, 3}) {
         double sqlite = 0;
         for (bool postgres : {false, true}) {
@@ -783,12 +838,24 @@ struct Bench {
           AppendFigures f = Appends(place, hosts);
           DropPlace(place);
           if (!postgres) sqlite = f.per_second;
+          if (postgres && hosts == 3) pg_three = f.per_second;
           std::printf("| %d | %s | %.0f | %s | %.0f | %.1f | %.0f / %.0f / %.0f / %.0f |\n", hosts,
                       postgres ? "PostgreSQL" : "SQLite", f.per_second, Ratio(f.per_second, sqlite).c_str(),
                       f.commits_per_second, f.per_commit, f.writer.jobs, f.writer.commit, f.writer.callbacks,
                       f.writer.waiting);
           std::fflush(stdout);
         }
+      }
+      Place place = NewPlace(true);
+      const double baseline = PgbenchAppends(place);
+      DropPlace(place);
+      if (baseline > 0) {
+        std::printf(
+            "\n`pgbench -M prepared`, %d clients, the same statements, one transaction per append: %.0f appends/s; "
+            "three PostgreSQL hosts ÷ pgbench: %s\n",
+            kAppenders, baseline, Ratio(pg_three, baseline).c_str());
+      } else {
+        std::printf("\nNo pgbench under /usr/lib/postgresql: no baseline.\n");
       }
       std::printf("\n");
     }

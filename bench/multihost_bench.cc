@@ -25,7 +25,9 @@
 // 1. Durable appends per second, 64 appenders, each appending one event at a
 //    time to its own session on an io strand and waiting for the
 //    acknowledgement (store_bench's "async, on strands"): one host, then the
-//    64 spread over three hosts (22 / 21 / 21).
+//    64 spread over three hosts (22 / 21 / 21). Then the baseline of issue
+//    32: `pgbench` running an append's statements with 64 clients on the
+//    same PostgreSQL server (PgbenchAppends).
 // 2. Loops, with K live echo sessions (default 100) spread over the hosts
 //    (session k is resumed by host k mod H): L loops (default 10,000) due
 //    evenly over T seconds (default 10: 1,000 due per second), then a burst

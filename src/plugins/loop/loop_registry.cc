@@ -156,19 +156,26 @@ std::string OccurrenceKey(const std::string& loop_id, int64_t nominal) {
 namespace registry {
 namespace {
 
-// A loop, its open claim (the earliest unrecorded run), its last recorded
-// run and that run's turn (the activity row of its message).
-const std::string kSelectLoops =
+// A loop and its open claim (the earliest unrecorded run).
+const std::string kLoopColumns =
     "l.loop_id, l.prompt, l.schedule, l.target, l.preset, l.created_by, l.created_at, l.due_at, l.retry_at,"
     " l.retry_nominal, l.failures, l.state, l.last_run_at, l.last_result, l.last_error, l.version,"
-    " o.nominal_at, o.claimed_by, o.claim_expires,"
-    " lr.nominal_at, lr.result, lr.error, lr.target_session_id, " +
-    agent::activity::OutcomeColumns("a") +
+    " o.nominal_at, o.claimed_by, o.claim_expires";
+const std::string kFromLoops =
     " FROM loops l LEFT JOIN loop_runs o ON o.num = (SELECT r.num FROM loop_runs r"
-    " WHERE r.loop_id = l.loop_id AND r.result IS NULL ORDER BY r.nominal_at LIMIT 1)"
+    " WHERE r.loop_id = l.loop_id AND r.result IS NULL ORDER BY r.nominal_at LIMIT 1)";
+// ... with its last recorded run and that run's turn (the activity row of
+// its message), which views show.
+const std::string kSelectLoops =
+    kLoopColumns + ", lr.nominal_at, lr.result, lr.error, lr.target_session_id, " +
+    agent::activity::OutcomeColumns("a") + kFromLoops +
     " LEFT JOIN loop_runs lr ON lr.num = (SELECT r.num FROM loop_runs r"
     " WHERE r.loop_id = l.loop_id AND r.result IS NOT NULL ORDER BY r.nominal_at DESC LIMIT 1)"
     " LEFT JOIN activity a ON a.message_id = lr.message_id";
+// ... without them (LoopRecord::last_run unset), for claims: a claim only
+// schedules, and two more lookups per loop would slow every delivery.
+const std::string kSelectLoopsToClaim =
+    kLoopColumns + ", NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL" + kFromLoops;
 
 Result<LoopRecord> RowToLoop(const Row& row) {
   LoopRecord l;
@@ -200,9 +207,10 @@ Result<LoopRecord> RowToLoop(const Row& row) {
   return l;
 }
 
-Result<std::vector<LoopRecord>> SelectLoops(Tx& tx, const std::string& where, std::span<const Value> params) {
+Result<std::vector<LoopRecord>> SelectLoops(Tx& tx, const std::string& where, std::span<const Value> params,
+                                            const std::string& select = kSelectLoops) {
   std::vector<LoopRecord> out;
-  DSH_RETURN_IF_ERROR(tx.Query("SELECT " + kSelectLoops + " " + where, params,
+  DSH_RETURN_IF_ERROR(tx.Query("SELECT " + select + " " + where, params,
                                [&](const Row& row) -> Status {
                                  DSH_ASSIGN_OR_RETURN(LoopRecord l, RowToLoop(row));
                                  out.push_back(std::move(l));
@@ -382,7 +390,7 @@ Result<std::vector<Claim>> ClaimDue(Tx& tx, const ClaimOptions& o,
   DSH_ASSIGN_OR_RETURN(auto due, SelectLoops(tx,
                                               "WHERE l.next_at <= ? ORDER BY l.next_at LIMIT ?"
                                               " /*postgres: FOR NO KEY UPDATE OF l SKIP LOCKED*/",
-                                              params));
+                                              params, kSelectLoopsToClaim));
   for (LoopRecord& l : due) {
     Claim c;
     bool fresh = l.due_at && *l.due_at <= horizon;

@@ -140,7 +140,7 @@ Result<std::optional<int64_t>> NextWake(store::Tx& tx);
 
 // An occurrence a host claimed and must now deliver.
 struct Claim {
-  LoopRecord loop;  // as it was when claimed
+  LoopRecord loop;  // as it was when claimed; without `last_run` (a claim only schedules)
   int64_t nominal = 0;
   int64_t skipped = 0;
   bool skipped_capped = false;

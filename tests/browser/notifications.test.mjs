@@ -159,6 +159,37 @@ describe("the Notifications section of Settings", () => {
     await page.context().close();
   });
 
+  test("the recent messages filter by endpoint and by state, and say when nothing matches", async () => {
+    const page = await open("#/settings");
+    const recent = page.getByRole("region", { name: "Recent messages" });
+    const rows = recent.getByRole("list", { name: "Recent messages" }).locator(":scope > li");
+    await rows.first().waitFor();
+    // The two tests above left a delivered message to ops and a retrying one to team-slack.
+    const endpoint = recent.getByRole("combobox", { name: "Endpoint" });
+    const state = recent.getByRole("combobox", { name: "State" });
+    await state.selectOption({ label: "Waiting or retrying" });
+    await until(async () => {
+      const texts = await rows.allInnerTexts();
+      return texts.length > 0 && texts.every((t) => t.includes("team-slack") && /retrying|waiting/.test(t));
+    }, "only team-slack's waiting messages");
+    await endpoint.selectOption("team-slack");
+    await state.selectOption({ label: "Delivered" });
+    await recent.getByText("No delivered messages for team-slack.").waitFor();
+    await endpoint.selectOption("ops");
+    await until(async () => {
+      const texts = await rows.allInnerTexts();
+      return texts.length > 0 && texts.every((t) => t.includes("ops") && t.includes("delivered"));
+    }, "only ops's delivered messages");
+    await endpoint.focus();
+    await page.keyboard.press("Home");  // the keyboard chooses too: back to every endpoint
+    await state.selectOption({ label: "Any state" });
+    await until(async () => {
+      const texts = await rows.allInnerTexts();
+      return texts.some((t) => t.includes("team-slack")) && texts.some((t) => t.includes("ops"));
+    }, "every message again");
+    await page.context().close();
+  });
+
   test("an endpoint added from the form is listed as saved, delivers its test, and can be deleted", async () => {
     const page = await open("#/settings");
     await section(page).getByRole("button", { name: "Add endpoint" }).click();

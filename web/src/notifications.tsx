@@ -2,6 +2,8 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import { ApiError, request } from "./api";
 import { ago } from "./lib/activity";
 import {
+  ALL_MESSAGES,
+  MESSAGE_STATE_CHOICES,
   EMPTY_FORM,
   EVENTS,
   EVERY_EVENT,
@@ -14,6 +16,8 @@ import {
   eventsWords,
   formatWords,
   messageStateWords,
+  messagesQuery,
+  noMessagesText,
   pendingWords,
   receiptsWords,
   secretOf,
@@ -24,6 +28,7 @@ import {
   untilWords,
   type EndpointForm,
   type EndpointView,
+  type MessageFilter,
   type NotificationMessage,
   type Receipt,
 } from "./lib/notifications";
@@ -38,8 +43,8 @@ import { useNow } from "./use_now";
 
 const notificationsApi = {
   endpoints: () => request<{ endpoints: EndpointView[] }>("GET", "/api/notifications").then((r) => r.endpoints),
-  messages: (limit: number) =>
-    request<{ messages: NotificationMessage[]; next?: string }>("GET", `/api/notifications/messages?limit=${limit}`),
+  messages: (limit: number, filter: MessageFilter) =>
+    request<{ messages: NotificationMessage[]; next?: string }>("GET", messagesQuery(limit, filter)),
   message: (id: string) => request<NotificationMessage>("GET", `/api/notifications/messages/${encodeURIComponent(id)}`),
   test: (name: string) =>
     request<{ message: NotificationMessage }>("POST", `/api/notifications/endpoints/${encodeURIComponent(name)}/test`, {})
@@ -171,7 +176,7 @@ export function NotificationsSettings({ version }: { version: number }) {
                             }}
                             onCancel={closeForm} />
           )}
-          <RecentMessages version={version + bump} now={now} />
+          <RecentMessages version={version + bump} now={now} endpoints={(endpoints ?? []).map((e) => e.name)} />
         </>
       )}
     </section>
@@ -370,17 +375,18 @@ function EndpointEditor({ form, editing, headingRef, onForm, onSaved, onCancel }
 
 // The newest messages, each expandable to its attempts (read when opened,
 // and again while open whenever the notifications change).
-function RecentMessages({ version, now }: { version: number; now: number }) {
+function RecentMessages({ version, now, endpoints }: { version: number; now: number; endpoints: string[] }) {
   const [messages, setMessages] = useState<NotificationMessage[] | null>(null);
   const [more, setMore] = useState(false);
   const [limit, setLimit] = useState(MESSAGES_PAGE);
+  const [filter, setFilter] = useState<MessageFilter>(ALL_MESSAGES);
   const [error, setError] = useState<string | null>(null);
   const [open, setOpen] = useState<Set<string>>(new Set());
   const asked = useRef(0);
   useEffect(() => {
     const mine = ++asked.current;
     notificationsApi
-      .messages(limit)
+      .messages(limit, filter)
       .then((page) => {
         if (mine !== asked.current) return;
         setMessages(page.messages);
@@ -388,7 +394,12 @@ function RecentMessages({ version, now }: { version: number; now: number }) {
         setError(null);
       })
       .catch((e) => mine === asked.current && setError(message(e)));
-  }, [version, limit]);
+  }, [version, limit, filter.endpoint, filter.state]);
+  // A new filter starts again from the newest page.
+  const choose = (f: MessageFilter) => {
+    setFilter(f);
+    setLimit(MESSAGES_PAGE);
+  };
   const toggle = (id: string) =>
     setOpen((held) => {
       const next = new Set(held);
@@ -399,11 +410,30 @@ function RecentMessages({ version, now }: { version: number; now: number }) {
   return (
     <section class="recent-messages" aria-labelledby="messages-title">
       <h3 id="messages-title">Recent messages</h3>
+      <div class="message-filters">
+        <label>
+          Endpoint{" "}
+          <select value={filter.endpoint} onChange={(e) => choose({ ...filter, endpoint: (e.target as HTMLSelectElement).value })}>
+            <option value="">All endpoints</option>
+            {/* A filter on an endpoint since removed stays choosable. */}
+            {[...new Set([...endpoints, ...(filter.endpoint ? [filter.endpoint] : [])])].map((name) => (
+              <option key={name} value={name}>{name}</option>
+            ))}
+          </select>
+        </label>
+        <label>
+          State{" "}
+          <select value={filter.state}
+                  onChange={(e) => choose({ ...filter, state: (e.target as HTMLSelectElement).value as MessageFilter["state"] })}>
+            {MESSAGE_STATE_CHOICES.map((c) => <option key={c.value} value={c.value}>{c.label}</option>)}
+          </select>
+        </label>
+      </div>
       {error && <p class="error-text" role="alert">Could not read the messages: {error}</p>}
       {messages === null ? (
         !error && <p class="muted">Loading…</p>
       ) : messages.length === 0 ? (
-        <p class="muted">No message has been sent yet.</p>
+        <p class="muted">{noMessagesText(filter)}</p>
       ) : (
         <ul class="message-list" aria-label="Recent messages">
           {messages.map((m) => (

@@ -4,7 +4,9 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import {
+  ALL_MESSAGES,
   EMPTY_FORM,
+  MESSAGE_STATE_CHOICES,
   attemptWords,
   checkEndpointForm,
   endpointBody,
@@ -12,6 +14,8 @@ import {
   endpointStateWords,
   eventsWords,
   messageStateWords,
+  messagesQuery,
+  noMessagesText,
   pendingWords,
   receiptWords,
   receiptsWords,
@@ -144,4 +148,16 @@ test("the events' checkboxes: every event stands alone, the others keep their or
   assert.deepEqual(toggleEvent(["loop.run.failed"], "*", true), ["*"]);
   assert.deepEqual(toggleEvent(["*"], "*", false), []);
   assert.deepEqual(toggleEvent(["*"], "approval.requested", true), ["approval.requested"]);
+});
+
+test("the recent messages' filters make the route's query and say when nothing matches", () => {
+  assert.equal(messagesQuery(20, ALL_MESSAGES), "/api/notifications/messages?limit=20");
+  assert.equal(messagesQuery(40, { endpoint: "ops chat", state: "failed" }),
+               "/api/notifications/messages?limit=40&endpoint=ops+chat&state=failed");
+  assert.equal(messagesQuery(20, { endpoint: "", state: "pending" }), "/api/notifications/messages?limit=20&state=pending");
+  assert.equal(noMessagesText(ALL_MESSAGES), "No message has been sent yet.");
+  assert.equal(noMessagesText({ endpoint: "ops", state: "" }), "No messages for ops.");
+  assert.equal(noMessagesText({ endpoint: "", state: "failed" }), "No failed messages.");
+  assert.equal(noMessagesText({ endpoint: "ops", state: "pending" }), "No messages waiting or retrying for ops.");
+  assert.deepEqual(MESSAGE_STATE_CHOICES.map((c) => c.value), ["", "pending", "delivered", "failed"]);
 });

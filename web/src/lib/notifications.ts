@@ -317,3 +317,39 @@ export function toggleEvent(events: string[], id: string, on: boolean): string[]
   const rest = events.filter((e) => e !== id && e !== EVERY_EVENT);
   return on ? EVENTS.map((e) => e.id).filter((e) => e === id || rest.includes(e)) : rest;
 }
+
+/** What the recent-messages list shows: one endpoint or all, one state or all. */
+export interface MessageFilter {
+  endpoint: string;  // "" for every endpoint
+  state: "" | "pending" | "delivered" | "failed";  // "pending" includes retrying
+}
+
+export const ALL_MESSAGES: MessageFilter = { endpoint: "", state: "" };
+
+/** The state filter's choices, in words. */
+export const MESSAGE_STATE_CHOICES: { value: MessageFilter["state"]; label: string }[] = [
+  { value: "", label: "Any state" },
+  { value: "pending", label: "Waiting or retrying" },
+  { value: "delivered", label: "Delivered" },
+  { value: "failed", label: "Failed" },
+];
+
+/** The query of GET /api/notifications/messages for the newest `limit` messages `filter` keeps. */
+export function messagesQuery(limit: number, filter: MessageFilter): string {
+  const q = new URLSearchParams({ limit: String(limit) });
+  if (filter.endpoint) q.set("endpoint", filter.endpoint);
+  if (filter.state) q.set("state", filter.state);
+  return `/api/notifications/messages?${q.toString()}`;
+}
+
+/** What an empty list says: nothing sent yet, or nothing that matches. */
+export function noMessagesText(filter: MessageFilter): string {
+  if (!filter.endpoint && !filter.state) return "No message has been sent yet.";
+  const what = {
+    "": "No messages",
+    pending: "No messages waiting or retrying",
+    delivered: "No delivered messages",
+    failed: "No failed messages",
+  }[filter.state];
+  return filter.endpoint ? `${what} for ${filter.endpoint}.` : `${what}.`;
+}

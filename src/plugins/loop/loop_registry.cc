@@ -174,8 +174,8 @@ const std::string kSelectLoops =
     " LEFT JOIN activity a ON a.message_id = lr.message_id";
 // ... without them (LoopRecord::last_run unset), for claims: a claim only
 // schedules, and two more lookups per loop would slow every delivery.
-const std::string kSelectLoopsToClaim =
-    kLoopColumns + ", NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL" + kFromLoops;
+const std::string kSelectLoopsToClaim = kLoopColumns + kFromLoops;
+constexpr int kLastRunColumn = 19;  // the first column kSelectLoops adds
 
 Result<LoopRecord> RowToLoop(const Row& row) {
   LoopRecord l;
@@ -200,7 +200,7 @@ Result<LoopRecord> RowToLoop(const Row& row) {
   l.last_error = row.OptString(14);
   l.version = row.Int(15);
   if (!row.IsNull(16)) l.open_claim = LoopRecord::OpenClaim{row.Int(16), row.String(17), row.Int(18)};
-  if (!row.IsNull(19)) {
+  if (row.columns() > kLastRunColumn && !row.IsNull(kLastRunColumn)) {
     l.last_run = LoopRecord::LastRun{row.Int(19), row.String(20), row.OptString(21), row.OptString(22),
                                      agent::activity::OutcomeFromRow(row, 23)};
   }

@@ -172,9 +172,10 @@ const std::string kSelectLoops =
     " LEFT JOIN loop_runs lr ON lr.num = (SELECT r.num FROM loop_runs r"
     " WHERE r.loop_id = l.loop_id AND r.result IS NOT NULL ORDER BY r.nominal_at DESC LIMIT 1)"
     " LEFT JOIN activity a ON a.message_id = lr.message_id";
-// ... without them (LoopRecord::last_run unset), for claims: a claim only
-// schedules, and two more lookups per loop would slow every delivery.
-const std::string kSelectLoopsToClaim = kLoopColumns + kFromLoops;
+// ... without them (LoopRecord::last_run unset), for claims and records:
+// they only schedule, and two more lookups per loop would slow every
+// delivery.
+const std::string kSelectLoopsToSchedule = kLoopColumns + kFromLoops;
 constexpr int kLastRunColumn = 19;  // the first column kSelectLoops adds
 
 Result<LoopRecord> RowToLoop(const Row& row) {
@@ -219,12 +220,13 @@ Result<std::vector<LoopRecord>> SelectLoops(Tx& tx, const std::string& where, st
   return out;
 }
 
-// The loop, its row locked until the transaction ends (PostgreSQL; a
-// writer on SQLite holds the whole database): what is read here is still
-// so when UpdateState writes it back.
+// The loop without its last run, its row locked until the transaction ends
+// (PostgreSQL; a writer on SQLite holds the whole database): what is read
+// here is still so when UpdateState writes it back.
 Result<std::optional<LoopRecord>> GetLocked(Tx& tx, const std::string& loop_id) {
   std::array<Value, 1> params = {std::string_view(loop_id)};
-  DSH_ASSIGN_OR_RETURN(auto loops, SelectLoops(tx, "WHERE l.loop_id = ? /*postgres: FOR NO KEY UPDATE OF l*/", params));
+  DSH_ASSIGN_OR_RETURN(auto loops, SelectLoops(tx, "WHERE l.loop_id = ? /*postgres: FOR NO KEY UPDATE OF l*/", params,
+                                               kSelectLoopsToSchedule));
   if (loops.empty()) return std::optional<LoopRecord>();
   return std::optional<LoopRecord>(std::move(loops.front()));
 }
@@ -390,7 +392,7 @@ Result<std::vector<Claim>> ClaimDue(Tx& tx, const ClaimOptions& o,
   DSH_ASSIGN_OR_RETURN(auto due, SelectLoops(tx,
                                               "WHERE l.next_at <= ? ORDER BY l.next_at LIMIT ?"
                                               " /*postgres: FOR NO KEY UPDATE OF l SKIP LOCKED*/",
-                                              params, kSelectLoopsToClaim));
+                                              params, kSelectLoopsToSchedule));
   for (LoopRecord& l : due) {
     Claim c;
     bool fresh = l.due_at && *l.due_at <= horizon;

@@ -156,11 +156,13 @@ std::string OccurrenceKey(const std::string& loop_id, int64_t nominal) {
 namespace registry {
 namespace {
 
-// A loop and its open claim (the earliest unrecorded run).
-const std::string kLoopColumns =
+// A loop's own row.
+const std::string kLoopRowColumns =
     "l.loop_id, l.prompt, l.schedule, l.target, l.preset, l.created_by, l.created_at, l.due_at, l.retry_at,"
-    " l.retry_nominal, l.failures, l.state, l.last_run_at, l.last_result, l.last_error, l.version,"
-    " o.nominal_at, o.claimed_by, o.claim_expires";
+    " l.retry_nominal, l.failures, l.state, l.last_run_at, l.last_result, l.last_error, l.version";
+constexpr int kOpenClaimColumn = 16;  // the first column kLoopColumns adds
+// ... with its open claim (the earliest unrecorded run).
+const std::string kLoopColumns = kLoopRowColumns + ", o.nominal_at, o.claimed_by, o.claim_expires";
 const std::string kFromLoops =
     " FROM loops l LEFT JOIN loop_runs o ON o.num = (SELECT r.num FROM loop_runs r"
     " WHERE r.loop_id = l.loop_id AND r.result IS NULL ORDER BY r.nominal_at LIMIT 1)";
@@ -172,10 +174,12 @@ const std::string kSelectLoops =
     " LEFT JOIN loop_runs lr ON lr.num = (SELECT r.num FROM loop_runs r"
     " WHERE r.loop_id = l.loop_id AND r.result IS NOT NULL ORDER BY r.nominal_at DESC LIMIT 1)"
     " LEFT JOIN activity a ON a.message_id = lr.message_id";
-// ... without them (LoopRecord::last_run unset), for claims and records:
-// they only schedule, and two more lookups per loop would slow every
-// delivery.
-const std::string kSelectLoopsToSchedule = kLoopColumns + kFromLoops;
+// ... without them (LoopRecord::last_run unset), for claims: they only
+// schedule, and two more lookups per loop would slow every delivery.
+const std::string kSelectLoopsToClaim = kLoopColumns + kFromLoops;
+// The loop's row alone (neither LoopRecord::open_claim nor last_run), for
+// recording a run's result, which writes back only the loop's own state.
+const std::string kSelectLoopRow = kLoopRowColumns + " FROM loops l";
 constexpr int kLastRunColumn = 19;  // the first column kSelectLoops adds
 
 Result<LoopRecord> RowToLoop(const Row& row) {
@@ -200,7 +204,9 @@ Result<LoopRecord> RowToLoop(const Row& row) {
   l.last_result = row.OptString(13);
   l.last_error = row.OptString(14);
   l.version = row.Int(15);
-  if (!row.IsNull(16)) l.open_claim = LoopRecord::OpenClaim{row.Int(16), row.String(17), row.Int(18)};
+  if (row.columns() > kOpenClaimColumn && !row.IsNull(kOpenClaimColumn)) {
+    l.open_claim = LoopRecord::OpenClaim{row.Int(16), row.String(17), row.Int(18)};
+  }
   if (row.columns() > kLastRunColumn && !row.IsNull(kLastRunColumn)) {
     l.last_run = LoopRecord::LastRun{row.Int(19), row.String(20), row.OptString(21), row.OptString(22),
                                      agent::activity::OutcomeFromRow(row, 23)};
@@ -220,13 +226,13 @@ Result<std::vector<LoopRecord>> SelectLoops(Tx& tx, const std::string& where, st
   return out;
 }
 
-// The loop without its last run, its row locked until the transaction ends
-// (PostgreSQL; a writer on SQLite holds the whole database): what is read
-// here is still so when UpdateState writes it back.
+// The loop's row (without its open claim or last run), locked until the
+// transaction ends (PostgreSQL; a writer on SQLite holds the whole
+// database): what is read here is still so when UpdateState writes it back.
 Result<std::optional<LoopRecord>> GetLocked(Tx& tx, const std::string& loop_id) {
   std::array<Value, 1> params = {std::string_view(loop_id)};
-  DSH_ASSIGN_OR_RETURN(auto loops, SelectLoops(tx, "WHERE l.loop_id = ? /*postgres: FOR NO KEY UPDATE OF l*/", params,
-                                               kSelectLoopsToSchedule));
+  DSH_ASSIGN_OR_RETURN(auto loops,
+                       SelectLoops(tx, "WHERE l.loop_id = ? /*postgres: FOR NO KEY UPDATE OF l*/", params, kSelectLoopRow));
   if (loops.empty()) return std::optional<LoopRecord>();
   return std::optional<LoopRecord>(std::move(loops.front()));
 }
@@ -392,7 +398,7 @@ Result<std::vector<Claim>> ClaimDue(Tx& tx, const ClaimOptions& o,
   DSH_ASSIGN_OR_RETURN(auto due, SelectLoops(tx,
                                               "WHERE l.next_at <= ? ORDER BY l.next_at LIMIT ?"
                                               " /*postgres: FOR NO KEY UPDATE OF l SKIP LOCKED*/",
-                                              params, kSelectLoopsToSchedule));
+                                              params, kSelectLoopsToClaim));
   for (LoopRecord& l : due) {
     Claim c;
     bool fresh = l.due_at && *l.due_at <= horizon;

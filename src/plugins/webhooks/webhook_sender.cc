@@ -139,8 +139,8 @@ void Sender::Run(Worker& worker) {
       task(worker);
       continue;
     }
-    // A full batch means more may be due: look again at once.
-    if (SendBatch(worker) >= options_.batch) continue;
+    // It sends until a claim finds nothing due.
+    SendBatch(worker);
     // Until the next retry falls due, or the fallback look.
     auto wait = options_.poll;
     if (worker.next_due) {
@@ -167,29 +167,47 @@ int64_t Sender::SendBatch(Worker& worker) {
     }
     return 0;
   }
-  if (claimed->empty()) return 0;
   struct Done {
     int64_t num;
     agent::outbox::Attempt attempt;
     agent::outbox::After after;
   };
-  std::vector<Done> done;
-  for (const auto& message : *claimed) {
-    // An attempt that could outlast the lease is left for the next claim
-    // (of any host), so that no two hosts send a message at once.
-    if (Now() + options_.timeout.count() > now + options_.lease_ms) break;
-    auto [attempt, after] = Attempt(worker, message);
-    done.push_back(Done{message.num, std::move(attempt), std::move(after)});
+  int64_t sent = 0;
+  while (!claimed->empty()) {
+    std::vector<Done> done;
+    for (const auto& message : *claimed) {
+      // An attempt that could outlast the lease is left for the next claim
+      // (of any host), so that no two hosts send a message at once.
+      if (Now() + options_.timeout.count() > now + options_.lease_ms) break;
+      auto [attempt, after] = Attempt(worker, message);
+      done.push_back(Done{message.num, std::move(attempt), std::move(after)});
+    }
+    if (done.empty()) break;  // every attempt could outlast the lease: the next look waits
+    sent += static_cast<int64_t>(done.size());
+    // Recorded together, in the same write as the claim of the next batch
+    // (one write transaction per batch on the writer that deliveries share,
+    // not two); a failure here leaves the leases to expire, and the messages
+    // are sent again (with the same id) by whoever claims them next.
+    bool claim_next = !Stopping();
+    now = Now();
+    claimed = db_.WriteValue<std::vector<agent::outbox::Claimed>>(
+        [&](store::Tx& tx) -> Result<std::vector<agent::outbox::Claimed>> {
+          for (const auto& d : done) DSH_RETURN_IF_ERROR(agent::outbox::Record(tx, d.num, d.attempt, d.after));
+          if (!claim_next) return std::vector<agent::outbox::Claimed>();
+          return agent::outbox::Claim(tx, options_.owner, now, options_.lease_ms, options_.batch);
+        });
+    if (options_.on_change) options_.on_change();
+    if (!claimed.ok()) {
+      spdlog::warn("webhooks: recording {} attempts failed: {}", done.size(), claimed.status().ToString());
+      break;
+    }
   }
-  // Recorded together; a failure here leaves the leases to expire, and the
-  // messages are sent again (with the same id) by whoever claims them next.
-  Status st = db_.WriteSync([&](store::Tx& tx) -> Status {
-    for (const auto& d : done) DSH_RETURN_IF_ERROR(agent::outbox::Record(tx, d.num, d.attempt, d.after));
-    return Status::Ok();
-  });
-  if (!st.ok()) spdlog::warn("webhooks: recording {} attempts failed: {}", done.size(), st.ToString());
-  if (options_.on_change) options_.on_change();
-  return static_cast<int64_t>(done.size());
+  return sent;
+}
+
+bool Sender::Stopping() {
+  std::lock_guard lock(mu_);
+  return stopping_;
 }
 
 std::pair<agent::outbox::Attempt, agent::outbox::After> Sender::Attempt(Worker& worker,

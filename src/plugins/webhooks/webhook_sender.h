@@ -63,9 +63,11 @@ struct SenderOptions {
 // records every attempt (outbox::Record). `threads` sender threads each
 // claim a batch of due messages (a lease, so one host at a time sends a
 // message), send them one by one over a connection kept per endpoint, and
-// record the attempts in one write. Wake() after a message was written
-// makes them look at once; otherwise they look every `poll` and when the
-// next retry is due.
+// record the attempts in one write, which also claims the next batch (one
+// write transaction per batch on the writer that deliveries share), until a
+// claim finds nothing due. Wake() after a message was written makes them
+// look at once; otherwise they look every `poll` and when the next retry is
+// due.
 //
 // Thread-safe. Start, then Stop (joins the threads; an attempt in flight
 // ends within `timeout`) before the database and the endpoints go.
@@ -91,8 +93,10 @@ class Sender {
   struct Worker;
 
   void Run(Worker& worker);
-  // Claims and sends one batch; returns how many it sent.
+  // Claims and sends batches while some are due, each recorded with the
+  // claim of the next; returns how many it sent.
   int64_t SendBatch(Worker& worker);
+  bool Stopping();
   // One attempt of `message` to its endpoint; the outcome to record.
   std::pair<agent::outbox::Attempt, agent::outbox::After> Attempt(Worker& worker,
                                                                    const agent::outbox::Claimed& message);

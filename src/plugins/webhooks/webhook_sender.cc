@@ -140,7 +140,7 @@ void Sender::Run(Worker& worker) {
       continue;
     }
     // It sends until a claim finds nothing due.
-    SendBatch(worker);
+    SendBatches(worker);
     // Until the next retry falls due, or the fallback look.
     auto wait = options_.poll;
     if (worker.next_due) {
@@ -151,12 +151,12 @@ void Sender::Run(Worker& worker) {
   }
 }
 
-int64_t Sender::SendBatch(Worker& worker) {
+void Sender::SendBatches(Worker& worker) {
   int64_t now = Now();
   // A read first: an idle outbox costs no write transaction.
   auto due = db_.ReadValue<std::optional<int64_t>>([](store::Tx& tx) { return agent::outbox::NextDue(tx); });
   worker.next_due = due.ok() ? *due : std::nullopt;
-  if (due.ok() && (!*due || **due > now)) return 0;
+  if (due.ok() && (!*due || **due > now)) return;
   auto claimed = db_.WriteValue<std::vector<agent::outbox::Claimed>>([&](store::Tx& tx) {
     return agent::outbox::Claim(tx, options_.owner, now, options_.lease_ms, options_.batch);
   });
@@ -165,14 +165,13 @@ int64_t Sender::SendBatch(Worker& worker) {
       spdlog::warn("webhooks: claiming messages failed (tried again in {} ms): {}", options_.poll.count(),
                    claimed.status().ToString());
     }
-    return 0;
+    return;
   }
   struct Done {
     int64_t num;
     agent::outbox::Attempt attempt;
     agent::outbox::After after;
   };
-  int64_t sent = 0;
   while (!claimed->empty()) {
     std::vector<Done> done;
     for (const auto& message : *claimed) {
@@ -183,7 +182,6 @@ int64_t Sender::SendBatch(Worker& worker) {
       done.push_back(Done{message.num, std::move(attempt), std::move(after)});
     }
     if (done.empty()) break;  // every attempt could outlast the lease: the next look waits
-    sent += static_cast<int64_t>(done.size());
     // Recorded together, in the same write as the claim of the next batch
     // (one write transaction per batch on the writer that deliveries share,
     // not two); a failure here leaves the leases to expire, and the messages
@@ -202,7 +200,6 @@ int64_t Sender::SendBatch(Worker& worker) {
       break;
     }
   }
-  return sent;
 }
 
 bool Sender::Stopping() {

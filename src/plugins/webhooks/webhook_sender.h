@@ -94,8 +94,8 @@ class Sender {
 
   void Run(Worker& worker);
   // Claims and sends batches while some are due, each recorded with the
-  // claim of the next; returns how many it sent.
-  int64_t SendBatch(Worker& worker);
+  // claim of the next.
+  void SendBatches(Worker& worker);
   bool Stopping();
   // One attempt of `message` to its endpoint; the outcome to record.
   std::pair<agent::outbox::Attempt, agent::outbox::After> Attempt(Worker& worker,

@@ -596,6 +596,41 @@ TEST(PgConnection, TranslatesPlaceholdersAndPostgresOnlyComments) {
             "x /*sqlite: INTEGER PRIMARY KEY*/  BIGSERIAL PRIMARY KEY, y /* ? */ $1");
 }
 
+TEST(PgConnection, PlansOnceOnlyStatementsWhosePlanCannotDependOnTheirParameters) {
+  // Inserts of values and equality lookups: one plan, prepared.
+  EXPECT_TRUE(HasOnePlan("INSERT INTO inbox (a, b) VALUES ($1, $2) ON CONFLICT (a) DO NOTHING RETURNING num"));
+  EXPECT_TRUE(HasOnePlan("UPDATE loops SET due_at = $1, state = $2 WHERE loop_id = $3 AND version = $4"));
+  EXPECT_TRUE(HasOnePlan("SELECT num, last_seq FROM sessions WHERE id = $1 FOR NO KEY UPDATE"));
+  EXPECT_TRUE(HasOnePlan("delete from t where k = $1"));
+  // A SET may compare; only the conditions decide.
+  EXPECT_TRUE(HasOnePlan("UPDATE s SET at = CASE WHEN at > $1 THEN at ELSE $2 END WHERE num = $3"));
+  // Anything whose best plan depends on the values or the tables' sizes:
+  // planned for each call.
+  for (const char* sql : {
+           "UPDATE inbox SET consumed_at = $1 WHERE message_id = $2 AND consumed_at IS NULL",
+           "SELECT * FROM loops WHERE next_at <= $1",
+           "SELECT * FROM inbox WHERE session_id = $1 ORDER BY num",
+           "SELECT * FROM loops l LEFT JOIN loop_runs r ON r.loop_id = l.loop_id WHERE l.loop_id = $1",
+           "SELECT * FROM t WHERE a = $1 LIMIT 1",
+           "SELECT a, count(*) FROM t WHERE b = $1 GROUP BY a",
+           "SELECT * FROM t WHERE a = (SELECT max(a) FROM t)",
+           "SELECT * FROM t WHERE a IN ($1, $2)",
+           "SELECT * FROM t WHERE a = $1 OR b = $2",
+           "SELECT * FROM t WHERE a IS NOT NULL",
+           "SELECT * FROM t WHERE a <> $1",
+           "SELECT * FROM t WHERE a != $1",
+           "SELECT * FROM t WHERE a BETWEEN $1 AND $2",
+           "SELECT * FROM t WHERE a LIKE $1",
+           "SELECT * FROM t WHERE a = ANY($1)",
+           "SELECT * FROM t WHERE doc @@ to_tsquery($1)",
+           "INSERT INTO t SELECT * FROM u WHERE a > $1",
+           "SELECT 1",
+           "select * from t where a = $1 order by b",
+       }) {
+    EXPECT_FALSE(HasOnePlan(sql)) << sql;
+  }
+}
+
 TEST(PgConnection, DescribesTheServerWithoutThePassword) {
   PgConnectionFactory f(PgOptions{.url = "postgresql://dsh:s3cret@db.example:5433/prod"});
   EXPECT_EQ(f.Describe(), "postgres db.example:5433/prod as dsh");

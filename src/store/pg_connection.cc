@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <charconv>
@@ -304,11 +305,9 @@ class PgConnection final : public Connection {
   // idle-in-transaction limit and the lock wait limit (PgOptions).
   Status Configure() {
     std::string sql = "SET TIME ZONE 'UTC'; SET client_encoding = 'UTF8'; SET client_min_messages = warning";
-    // Every execution planned for its own parameters: after five runs a
-    // prepared statement may switch to a generic plan, and the loop view's
-    // (joins on subqueries) then cost 0.5-1.1 ms instead of 0.03 ms a
-    // call, which decided the loop bench's rate.
-    sql += "; SET plan_cache_mode = force_custom_plan";
+    // A prepared statement is planned once (HasOnePlan); the others run
+    // unnamed, planned for each call's parameters (see Run).
+    sql += "; SET plan_cache_mode = force_generic_plan";
     if (idle_in_transaction_.count() > 0) {
       sql += "; SET idle_in_transaction_session_timeout = " + std::to_string(idle_in_transaction_.count());
     }
@@ -403,7 +402,9 @@ class PgConnection final : public Connection {
       }
       if (PQresultStatus(p.get()) != PGRES_COMMAND_OK) return Error(p.get(), sql);
       if (guard) DSH_RETURN_IF_ERROR(Simple("RELEASE SAVEPOINT dsh_prepare"));
-      it = prepared_.emplace(std::move(key), std::move(name)).first;
+      const bool once = HasOnePlan(text);
+      it = prepared_.emplace(std::move(key), Statement{std::move(name), std::move(text), std::move(types), once})
+               .first;
     }
     std::vector<std::string> texts(params.size());
     std::vector<const char*> values(params.size(), nullptr);
@@ -419,8 +420,17 @@ class PgConnection final : public Connection {
           },
           params[i]);
     }
-    PgResult r(PQexecPrepared(conn_, it->second.c_str(), static_cast<int>(values.size()), values.data(), nullptr,
-                              nullptr, 0));
+    // A statement whose best plan depends on its parameters (a range, a
+    // join, an order) runs unnamed: the server plans it for these values,
+    // as a custom plan would, with the types its preparation settled. A
+    // generic plan of the loop view cost 0.5-1.1 ms a call instead of
+    // 0.03 ms, and one of the inbox consume, chosen while the table was
+    // small, 0.6 ms instead of 0.04 (docs/PERFORMANCE.md).
+    const Statement& st = it->second;
+    const int n = static_cast<int>(values.size());
+    PgResult r(st.planned_once
+                   ? PQexecPrepared(conn_, st.name.c_str(), n, values.data(), nullptr, nullptr, 0)
+                   : PQexecParams(conn_, st.text.c_str(), n, st.types.data(), values.data(), nullptr, nullptr, 0));
     ExecStatusType s = PQresultStatus(r.get());
     if (s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK) return r;
     return Error(r.get(), sql);
@@ -462,7 +472,13 @@ class PgConnection final : public Connection {
   PgNotifier::Notices notices_;  // (channel, payload) for after COMMIT
   std::shared_ptr<PgNotifier> notifier_;
   std::vector<size_t> marks_;  // notices_.size() at each open savepoint
-  std::unordered_map<std::string, std::string> prepared_;  // key -> statement name
+  struct Statement {
+    std::string name;        // prepared on this connection
+    std::string text;        // PostgreSQL's form
+    std::vector<Oid> types;  // of its parameters, as prepared
+    bool planned_once;       // HasOnePlan: runs prepared, its generic plan
+  };
+  std::unordered_map<std::string, Statement> prepared_;  // key (text and parameter types) -> statement
   int64_t total_changes_ = 0;
 };
 
@@ -546,6 +562,23 @@ PgConnectionFactory::PgConnectionFactory(PgOptions options)
           [url = options_.url, describe = Describe()] { return ConnectPg(url, describe); }, kNotifyGather)) {}
 
 PgConnectionFactory::~PgConnectionFactory() = default;
+
+bool HasOnePlan(std::string_view statement) {
+  std::string sql(statement);
+  std::transform(sql.begin(), sql.end(), sql.begin(), [](unsigned char c) { return std::toupper(c); });
+  auto has = [&](std::string_view part, size_t from = 0) { return sql.find(part, from) != std::string::npos; };
+  if (sql.starts_with("INSERT") && !has("SELECT")) return true;
+  for (std::string_view shape : {"JOIN", "ORDER BY", "LIMIT", "GROUP BY", "(SELECT", "UNION"}) {
+    if (has(shape)) return false;
+  }
+  size_t where = sql.find(" WHERE ");
+  if (where == std::string::npos) return false;
+  for (std::string_view test :
+       {"<", ">", "!=", " IN ", " OR ", " NOT ", "IS NULL", "BETWEEN", "LIKE", "EXISTS", "ANY", "@@"}) {
+    if (has(test, where)) return false;
+  }
+  return true;
+}
 
 std::string TranslateForPostgres(std::string_view sql) {
   static constexpr std::string_view kPostgres = "/*postgres:";

@@ -101,4 +101,14 @@ class PgConnectionFactory final : public ConnectionFactory {
 // The portable SQL in PostgreSQL's form (see PgConnectionFactory).
 std::string TranslateForPostgres(std::string_view sql);
 
+// Whether `sql` (PostgreSQL's form) has one best plan whatever its
+// parameters: an INSERT of VALUES, or a statement without joins, orders,
+// limits, groups or subqueries whose conditions are equalities only (no
+// ranges, no IS NULL, no IN, OR, NOT, LIKE, ANY or full-text match). Such
+// a statement is prepared and planned once per connection; any other is
+// planned for each call's parameters. Conservative by design: a statement
+// it wrongly calls "one plan" could keep a plan that a growing table makes
+// slow, while one it wrongly refuses only pays its planning again.
+bool HasOnePlan(std::string_view sql);
+
 }  // namespace dsh::store

@@ -703,6 +703,94 @@ TEST(PgConnection, ATransactionLeftIdleIsEndedByTheServerAndReleasesItsRows) {
   testing::PgTestServer::DropDatabase(*conninfo);
 }
 
+// BEGIN, each job's SAVEPOINT and the previous job's RELEASE go with the
+// next statement, in one round trip: transactions, savepoints and read
+// snapshots keep their meaning, and a failure in that round trip is the
+// statement's.
+TEST(PgConnection, CommandsSentWithTheNextStatementKeepTheirMeaning) {
+  auto conninfo = testing::PgTestServer::NewDatabase();
+  ASSERT_TRUE(conninfo.ok()) << conninfo.status().ToString();
+  PgConnectionFactory factory(PgOptions{.url = *conninfo});
+  auto c = factory.Open();
+  auto other = factory.Open();
+  ASSERT_TRUE(c.ok() && other.ok());
+  Connection& conn = **c;
+  ASSERT_TRUE(conn.Exec("CREATE TABLE t (id BIGINT PRIMARY KEY)").ok());
+  auto ids = [&](Connection& on) {
+    std::vector<int64_t> out;
+    EXPECT_TRUE(on.Query("SELECT id FROM t ORDER BY id", {}, [&](const Row& row) {
+      out.push_back(row.Int(0));
+      return Status::Ok();
+    }).ok());
+    return out;
+  };
+
+  // Jobs: one writes, one fails on a duplicate and rolls back alone, one
+  // writes nothing at all, one writes after them.
+  ASSERT_TRUE(conn.BeginWrite().ok());
+  EXPECT_FALSE(conn.InTransaction());  // nothing sent yet
+  ASSERT_TRUE(conn.Savepoint("job").ok());
+  ASSERT_TRUE(conn.Exec("INSERT INTO t VALUES (?)", {int64_t{1}}).ok());
+  EXPECT_TRUE(conn.InTransaction());
+  ASSERT_TRUE(conn.ReleaseSavepoint("job").ok());
+  ASSERT_TRUE(conn.Savepoint("job").ok());
+  auto dup = conn.Exec("INSERT INTO t VALUES (?)", {int64_t{1}});
+  EXPECT_EQ(dup.status().code(), codes::kConflict) << dup.status().ToString();
+  ASSERT_TRUE(conn.RollbackToSavepoint("job").ok());
+  ASSERT_TRUE(conn.ReleaseSavepoint("job").ok());
+  ASSERT_TRUE(conn.Savepoint("job").ok());
+  ASSERT_TRUE(conn.RollbackToSavepoint("job").ok());  // failed before any statement
+  ASSERT_TRUE(conn.ReleaseSavepoint("job").ok());
+  ASSERT_TRUE(conn.Savepoint("job").ok());
+  ASSERT_TRUE(conn.ReleaseSavepoint("job").ok());
+  ASSERT_TRUE(conn.Savepoint("job").ok());
+  ASSERT_TRUE(conn.Exec("INSERT INTO t VALUES (?)", {int64_t{2}}).ok());
+  ASSERT_TRUE(conn.ReleaseSavepoint("job").ok());
+  EXPECT_EQ(ids(**other), std::vector<int64_t>{});  // not committed yet
+  ASSERT_TRUE(conn.Commit().ok());
+  EXPECT_EQ(ids(**other), (std::vector<int64_t>{1, 2}));
+
+  // A write transaction with no statement commits nothing, and fails
+  // nothing.
+  ASSERT_TRUE(conn.BeginWrite().ok());
+  ASSERT_TRUE(conn.Savepoint("job").ok());
+  ASSERT_TRUE(conn.ReleaseSavepoint("job").ok());
+  ASSERT_TRUE(conn.Commit().ok());
+  EXPECT_FALSE(conn.InTransaction());
+
+  // A read is one snapshot from its first statement on.
+  ASSERT_TRUE(conn.BeginRead().ok());
+  EXPECT_EQ(ids(conn), (std::vector<int64_t>{1, 2}));
+  ASSERT_TRUE((*other)->Exec("INSERT INTO t VALUES (3)").ok());
+  EXPECT_EQ(ids(conn), (std::vector<int64_t>{1, 2}));
+  auto write = conn.Exec("INSERT INTO t VALUES (?)", {int64_t{4}});
+  EXPECT_FALSE(write.ok());  // READ ONLY
+  ASSERT_TRUE(conn.Rollback().ok());
+  EXPECT_EQ(ids(conn), (std::vector<int64_t>{1, 2, 3}));
+
+  // A failure of a command sent ahead fails the statement: a savepoint
+  // released twice does not exist the second time.
+  ASSERT_TRUE(conn.BeginWrite().ok());
+  ASSERT_TRUE(conn.Savepoint("job").ok());
+  ASSERT_TRUE(conn.Exec("INSERT INTO t VALUES (?)", {int64_t{5}}).ok());
+  ASSERT_TRUE(conn.ReleaseSavepoint("job").ok());
+  ASSERT_TRUE(conn.ReleaseSavepoint("job").ok());
+  auto after = conn.Exec("INSERT INTO t VALUES (?)", {int64_t{6}});
+  EXPECT_FALSE(after.ok());
+  EXPECT_NE(after.status().message().find("RELEASE SAVEPOINT job"), std::string::npos) << after.status().ToString();
+  EXPECT_FALSE(conn.Commit().ok());
+  ASSERT_TRUE(conn.Rollback().ok());
+  EXPECT_EQ(ids(**other), (std::vector<int64_t>{1, 2, 3}));
+  // The connection goes on.
+  ASSERT_TRUE(conn.BeginWrite().ok());
+  ASSERT_TRUE(conn.Exec("INSERT INTO t VALUES (?)", {int64_t{7}}).ok());
+  ASSERT_TRUE(conn.Commit().ok());
+  EXPECT_EQ(ids(**other), (std::vector<int64_t>{1, 2, 3, 7}));
+  c->reset();
+  other->reset();
+  testing::PgTestServer::DropDatabase(*conninfo);
+}
+
 // A job that waits for a row another connection never lets go is run again
 // (contended) and fails with `unavailable` after DatabaseOptions::
 // contended_for, saving nothing; jobs on other rows commit all the while.

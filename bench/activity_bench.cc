@@ -7,7 +7,7 @@
 // A profile database (SQLite in DIR, or the PostgreSQL database at URL,
 // emptied first) with K sessions (each with a title) and N activity items
 // spread over them round robin, written as the agent layer writes them
-// (activity::Delivered, then TurnEnded; every 10th ends in error). Then the
+// (agent_store::Insert, then activity::TurnEnded; every 10th ends in error). Then the
 // routes of the browser's Activity view and sidebar are timed, R calls each,
 // through host::ActivityRoutes (the handlers `dsh web` serves, minus HTTP):
 //   GET /api/activity (all, first page and a deep page; unread; failed),
@@ -115,8 +115,13 @@ void Fill(store::Database& db, session::SessionStore& sessions, const Args& args
         std::string message_id = "msg_actbench_" + std::to_string(i);
         std::string session_id = SessionId(i % args.sessions);
         activity::Source source{"loop_run", "loop_actbench_" + std::to_string(i % 500), 1767225600000 + i, std::nullopt};
-        DSH_RETURN_IF_ERROR(activity::Delivered(tx, source, session_id, message_id,
-                                                "loop:bench:" + std::to_string(i), 1767225600000 + i));
+        agent::InboxMessage m;
+        m.message_id = message_id;
+        m.session_id = session_id;
+        m.text = "<loop>…</loop>";
+        m.created_at = 1767225600000 + i;
+        m.activity = source;
+        DSH_RETURN_IF_ERROR(agent::agent_store::Insert(tx, m, "loop:bench:" + std::to_string(i)).status());
         activity::TurnEnd end;
         bool failed = i % 10 == 0;
         end.status = failed ? "error" : "completed";
@@ -128,7 +133,7 @@ void Fill(store::Database& db, session::SessionStore& sessions, const Args& args
         end.input_tokens = 1200;
         end.output_tokens = 80;
         end.summary = failed ? "connection refused" : "All partitions are below 80%.";
-        DSH_RETURN_IF_ERROR(activity::TurnEnded(tx, {message_id}, end).status());
+        DSH_RETURN_IF_ERROR(activity::TurnEnded(tx, {message_id}, end.ended_at, end).status());
       }
       return Status::Ok();
     });
@@ -236,7 +241,7 @@ int main(int argc, char** argv) {
   // All but a tenth read, marked as the browser marks them (by id).
   std::vector<int64_t> ids;
   Status st = db->ReadSync([&](store::Tx& tx) {
-    return tx.Query("SELECT num FROM activity WHERE num % 10 <> 3", {}, [&](const store::Row& row) {
+    return tx.Query("SELECT num FROM inbox WHERE kind IS NOT NULL AND num % 10 <> 3", {}, [&](const store::Row& row) {
       ids.push_back(row.Int(0));
       return Status::Ok();
     });
@@ -251,7 +256,7 @@ int main(int argc, char** argv) {
   // The counts kept agree with the items (the first pass marked some sessions read too).
   int64_t unread_items = 0;
   st = db->ReadSync([&](store::Tx& tx) {
-    return tx.Query("SELECT COUNT(*) FROM activity WHERE read = 0", {}, [&](const store::Row& row) {
+    return tx.Query("SELECT COUNT(*) FROM inbox WHERE read = 0", {}, [&](const store::Row& row) {
       unread_items = row.Int(0);
       return Status::Ok();
     });

@@ -97,11 +97,11 @@ Status AddUnread(Tx& tx, const std::optional<std::string>& session_id, int64_t d
 // from a count before it: on PostgreSQL another host may add unread items
 // in between.
 Result<int64_t> MarkWhere(Tx& tx, const std::string& where, std::span<const Value> params) {
-  std::map<std::optional<std::string>, int64_t> per_session;
+  std::map<std::string, int64_t> per_session;
   int64_t marked = 0;
-  DSH_RETURN_IF_ERROR(tx.Query("UPDATE activity SET read = 1 WHERE read = 0 AND " + where + " RETURNING session_id",
+  DSH_RETURN_IF_ERROR(tx.Query("UPDATE inbox SET read = 1 WHERE read = 0 AND " + where + " RETURNING session_id",
                                params, [&](const Row& row) {
-                                 ++per_session[row.OptString(0)];
+                                 ++per_session[row.String(0)];
                                  ++marked;
                                  return Status::Ok();
                                }));
@@ -152,68 +152,53 @@ Status SendNew(Tx& tx, const outbox::Subscriptions& subs, const Item& item, bool
 
 }  // namespace
 
-Status Delivered(Tx& tx, const Source& s, const std::string& session_id, const std::string& message_id,
-                 const std::optional<std::string>& key, int64_t at, std::optional<Started> started,
-                 outbox::SubscriptionSource* webhooks) {
-  std::string row_key = key ? *key : "msg:" + message_id;
-  std::optional<int64_t> seq, started_at;
-  if (started) {
-    seq = started->seq;
-    started_at = started->at;
-  }
-  std::string_view status = started ? kRunning : kPending;
-  std::array<Value, 11> params = {std::string_view(row_key), std::string_view(message_id), std::string_view(s.kind),
-                                  std::string_view(session_id), OptValue(s.loop_id), OptValue(s.nominal_at),
-                                  OptValue(s.schedule_id), at, status, OptValue(seq), OptValue(started_at)};
-  std::optional<int64_t> num;
-  auto on_num = [&](const Row& row) {
-    num = row.Int(0);
-    return Status::Ok();
-  };
-  DSH_RETURN_IF_ERROR(tx.Query("INSERT INTO activity (key, message_id, kind, session_id, loop_id, nominal_at,"
-                               " schedule_id, at, status, seq, started_at, read)"
-                               " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0) ON CONFLICT (key) DO NOTHING RETURNING num",
-                               params, on_num));
-  bool created = num.has_value();
-  if (created) {
-    DSH_RETURN_IF_ERROR(AddUnread(tx, session_id, 1));
-  } else {
-    // A failed attempt of the same occurrence becomes this delivery (read
-    // or not as it was).
-    DSH_RETURN_IF_ERROR(
-        tx.Query("UPDATE activity SET message_id = ?, session_id = ?, at = ?, status = ?, seq = ?, started_at = ?,"
-                 " error_code = NULL, error_message = NULL WHERE key = ? AND status = 'none' RETURNING num",
-                 {std::string_view(message_id), std::string_view(session_id), at, status, OptValue(seq),
-                  OptValue(started_at), std::string_view(row_key)},
-                 on_num));
-    if (!num) return Status::Ok();
-  }
+std::array<Value, 8> DeliveryValues(const Source& s, const std::optional<Started>& started) {
+  return {std::string_view(s.kind),
+          OptValue(s.loop_id),
+          OptValue(s.nominal_at),
+          OptValue(s.schedule_id),
+          started ? kRunning : kPending,
+          started ? Value(started->seq) : Value(nullptr),
+          started ? Value(started->at) : Value(nullptr),
+          int64_t{0}};
+}
+
+Status Delivered(Tx& tx, int64_t num, bool created, const Source& s, const std::string& session_id,
+                 const std::string& message_id, const std::optional<std::string>& key, int64_t at,
+                 std::optional<Started> started, outbox::SubscriptionSource* webhooks) {
+  if (created) DSH_RETURN_IF_ERROR(AddUnread(tx, session_id, 1));
   auto subs = Wanting(webhooks, {"activity.created", "reminder.dispatched"});
   if (!subs) return Status::Ok();
-  Item item = NewItem(*num, at, s, row_key, status);
+  Item item = NewItem(num, at, s, key ? *key : "msg:" + message_id, started ? kRunning : kPending);
   item.outcome.session_id = session_id;
-  item.outcome.seq = seq;
-  item.outcome.started_at = started_at;
+  if (started) {
+    item.outcome.seq = started->seq;
+    item.outcome.started_at = started->at;
+  }
   return SendNew(tx, *subs, item, created, "", at);
 }
 
 Status DeliveryFailed(Tx& tx, const Source& s, const std::optional<std::string>& session_id,
                       const std::string& key, const std::string& error, int64_t at,
                       outbox::SubscriptionSource* webhooks) {
-  std::array<Value, 10> params = {std::string_view(key),
+  std::string message_id = "failed:" + key;
+  std::string_view session = session_id ? std::string_view(*session_id) : std::string_view("");
+  std::array<Value, 11> params = {std::string_view(message_id),
+                                  session,
+                                  std::string_view(key),
+                                  at,
+                                  at,
                                   std::string_view(s.kind),
-                                  OptValue(session_id),
                                   OptValue(s.loop_id),
                                   OptValue(s.nominal_at),
                                   OptValue(s.schedule_id),
-                                  at,
-                                  std::string_view(kNone),
                                   std::string_view("delivery_failed"),
                                   std::string_view(error)};
   std::optional<int64_t> num;
-  DSH_RETURN_IF_ERROR(tx.Query("INSERT INTO activity (key, kind, session_id, loop_id, nominal_at, schedule_id, at,"
-                               " status, error_code, error_message, read) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)"
-                               " ON CONFLICT (key) DO NOTHING RETURNING num",
+  DSH_RETURN_IF_ERROR(tx.Query("INSERT INTO inbox (message_id, session_id, key, mode, wakeup, text, meta, created_at,"
+                               " consumed_at, kind, loop_id, nominal_at, schedule_id, status, error_code,"
+                               " error_message, read) VALUES (?, ?, ?, 'followup', 0, '', '{}', ?, ?, ?, ?, ?, ?,"
+                               " 'none', ?, ?, 0) ON CONFLICT DO NOTHING RETURNING num",
                                params, [&](const Row& row) {
                                  num = row.Int(0);
                                  return Status::Ok();
@@ -222,8 +207,9 @@ Status DeliveryFailed(Tx& tx, const Source& s, const std::optional<std::string>&
     // Another failed attempt of the same occurrence updates its row; a
     // delivered one is left alone.
     return tx
-        .Exec("UPDATE activity SET at = ?, error_message = ? WHERE key = ? AND status = 'none'",
-              {at, std::string_view(error), std::string_view(key)})
+        .Exec("UPDATE inbox SET created_at = ?, consumed_at = ?, error_message = ?"
+              " WHERE session_id = ? AND key = ? AND status = 'none'",
+              {at, at, std::string_view(error), session, std::string_view(key)})
         .status();
   }
   DSH_RETURN_IF_ERROR(AddUnread(tx, session_id, 1));
@@ -239,6 +225,16 @@ Status DeliveryFailed(Tx& tx, const Source& s, const std::optional<std::string>&
   return Status::Ok();
 }
 
+Status Superseded(Tx& tx, const std::string& key) {
+  int64_t unread = 0;
+  DSH_RETURN_IF_ERROR(tx.Query("DELETE FROM inbox WHERE session_id = '' AND key = ? AND status = 'none' RETURNING read",
+                               {std::string_view(key)}, [&](const Row& row) {
+                                 if (row.Int(0) == 0) ++unread;
+                                 return Status::Ok();
+                               }));
+  return AddUnread(tx, std::nullopt, -unread);
+}
+
 Result<int64_t> TurnStarted(Tx& tx, const std::vector<session::Event>& stored) {
   int64_t changed = 0;
   for (const auto& e : stored) {
@@ -246,7 +242,7 @@ Result<int64_t> TurnStarted(Tx& tx, const std::vector<session::Event>& stored) {
     auto id = e.data.find("message_id");
     if (id == e.data.end() || !id->is_string()) continue;
     const std::string& message_id = id->get_ref<const std::string&>();
-    DSH_ASSIGN_OR_RETURN(int64_t n, tx.Exec("UPDATE activity SET status = 'running', seq = ?, started_at = ?"
+    DSH_ASSIGN_OR_RETURN(int64_t n, tx.Exec("UPDATE inbox SET status = 'running', seq = ?, started_at = ?"
                                             " WHERE message_id = ? AND status = 'pending'",
                                             {e.seq, e.at, std::string_view(message_id)}));
     changed += n;
@@ -272,42 +268,62 @@ std::string Summary(std::string_view text) {
   return std::string(text.substr(0, cut)) + "…";
 }
 
-Result<int64_t> TurnEnded(Tx& tx, const std::vector<std::string>& message_ids, const TurnEnd& end,
+Result<int64_t> TurnEnded(Tx& tx, const std::vector<std::string>& message_ids, int64_t now, const TurnEnd& end,
                           outbox::SubscriptionSource* webhooks) {
-  if (message_ids.empty()) return int64_t{0};
-  std::string sql =
-      "UPDATE activity SET status = ?, error_code = ?, error_message = ?, ended_at = ?, input_tokens = ?,"
-      " output_tokens = ?, summary = ? WHERE message_id IN (";
-  std::vector<Value> params = {
-      std::string_view(end.status), OptValue(end.error_code),    OptValue(end.error_message),  end.ended_at,
-      OptValue(end.input_tokens),   OptValue(end.output_tokens), std::string_view(end.summary)};
-  for (size_t i = 0; i < message_ids.size(); ++i) {
-    sql += i ? ", ?" : "?";
-    params.emplace_back(std::string_view(message_ids[i]));
-  }
-  sql += ")";
+  // A plain message (kind NULL) is only consumed; an item also takes its
+  // outcome. One statement per message: the consumption's check is per
+  // message (agent_store::Consume).
+  static const std::string kSet = [] {
+    std::string set = "UPDATE inbox SET consumed_at = ?";
+    // Typed: PostgreSQL cannot tell a parameter's type inside CASE.
+    for (auto [c, type] : std::initializer_list<std::pair<const char*, const char*>>{
+             {"status", "TEXT"},
+             {"error_code", "TEXT"},
+             {"error_message", "TEXT"},
+             {"ended_at", "BIGINT"},
+             {"input_tokens", "BIGINT"},
+             {"output_tokens", "BIGINT"},
+             {"summary", "TEXT"}}) {
+      set += std::string(", ") + c + " = CASE WHEN kind IS NULL THEN NULL ELSE CAST(? AS " + type + ") END";
+    }
+    return set + " WHERE message_id = ? AND consumed_at IS NULL RETURNING kind";
+  }();
+  static const std::string kSetReturningRuns =
+      kSet + ", num, COALESCE(key, 'msg:' || message_id), loop_id, nominal_at, schedule_id, created_at, " + OutcomeColumns("");
   auto subs = Wanting(webhooks, {"loop.run.completed", "loop.run.failed"});
-  if (!subs) return tx.Exec(sql, params);
   std::vector<Item> runs;
   int64_t changed = 0;
-  DSH_RETURN_IF_ERROR(tx.Query(sql + " RETURNING num, kind, key, loop_id, nominal_at, schedule_id, at, " +
-                                   OutcomeColumns(""),
-                               params, [&](const Row& row) {
-                                 ++changed;
-                                 if (row.Text(1) != "loop_run") return Status::Ok();
-                                 Item item;
-                                 item.id = row.Int(0);
-                                 item.kind = row.String(1);
-                                 item.key = row.String(2);
-                                 item.loop_id = row.OptString(3);
-                                 item.nominal_at = row.OptInt(4);
-                                 item.schedule_id = row.OptString(5);
-                                 item.at = row.Int(6);
-                                 item.outcome = OutcomeFromRow(row, 7).value_or(Outcome{});
-                                 item.summary = end.summary;
-                                 runs.push_back(std::move(item));
-                                 return Status::Ok();
-                               }));
+  for (const std::string& id : message_ids) {
+    std::array<Value, 9> params = {now,
+                                   std::string_view(end.status),
+                                   OptValue(end.error_code),
+                                   OptValue(end.error_message),
+                                   end.ended_at,
+                                   OptValue(end.input_tokens),
+                                   OptValue(end.output_tokens),
+                                   std::string_view(end.summary),
+                                   std::string_view(id)};
+    bool consumed = false;
+    DSH_RETURN_IF_ERROR(tx.Query(subs ? kSetReturningRuns : kSet, params, [&](const Row& row) {
+      consumed = true;
+      if (row.IsNull(0)) return Status::Ok();
+      ++changed;
+      if (!subs || row.Text(0) != "loop_run") return Status::Ok();
+      Item item;
+      item.kind = row.String(0);
+      item.id = row.Int(1);
+      item.key = row.String(2);
+      item.loop_id = row.OptString(3);
+      item.nominal_at = row.OptInt(4);
+      item.schedule_id = row.OptString(5);
+      item.at = row.Int(6);
+      item.outcome = OutcomeFromRow(row, 7).value_or(Outcome{});
+      item.summary = end.summary;
+      runs.push_back(std::move(item));
+      return Status::Ok();
+    }));
+    if (!consumed) return Status(codes::kConflict, "message " + id + " was already taken by another turn");
+  }
   for (const Item& item : runs) {
     std::string_view event = end.status == kError ? "loop.run.failed" : "loop.run.completed";
     DSH_RETURN_IF_ERROR(Send(tx, *subs, event, item, "", end.ended_at));
@@ -345,6 +361,7 @@ std::optional<Outcome> OutcomeFromRow(const Row& row, int col) {
   o.error_code = row.OptString(col + 1);
   o.error_message = row.OptString(col + 2);
   o.session_id = row.OptString(col + 3);
+  if (o.session_id && o.session_id->empty()) o.session_id.reset();  // a failed delivery to no known session
   o.seq = row.OptInt(col + 4);
   o.started_at = row.OptInt(col + 5);
   o.ended_at = row.OptInt(col + 6);
@@ -402,8 +419,10 @@ Result<Page> List(Tx& tx, Filter filter, int64_t limit, std::optional<int64_t> b
   }
   Page page;
   DSH_RETURN_IF_ERROR(tx.Query(
-      "SELECT num, at, kind, loop_id, schedule_id, nominal_at, summary, read, key, " + OutcomeColumns("a") +
-          " FROM activity a WHERE num < ?" + where + " ORDER BY num DESC LIMIT ?",
+      "SELECT num, created_at, kind, loop_id, schedule_id, nominal_at, summary, read,"
+      " COALESCE(key, 'msg:' || message_id), " +
+          OutcomeColumns("a") + " FROM inbox a WHERE kind IS NOT NULL AND num < ?" + where +
+          " ORDER BY num DESC LIMIT ?",
       {before.value_or(std::numeric_limits<int64_t>::max()), limit + 1}, [&](const Row& row) {
         Item item;
         item.id = row.Int(0);
@@ -472,8 +491,8 @@ store::PruneTask PruneTask(int64_t max_age_ms) {
             if (max_age_ms <= 0) return store::PruneSlice{0, false};
             std::vector<int64_t> doomed;
             DSH_RETURN_IF_ERROR(
-                tx.Query("SELECT num FROM activity WHERE at < ? AND status NOT IN ('pending', 'running')"
-                         " ORDER BY num LIMIT ?",
+                tx.Query("SELECT num FROM inbox WHERE kind IS NOT NULL AND created_at < ?"
+                         " AND status NOT IN ('pending', 'running') ORDER BY num LIMIT ?",
                          {now - max_age_ms, max_rows}, [&](const Row& row) {
                            doomed.push_back(row.Int(0));
                            return Status::Ok();
@@ -481,15 +500,26 @@ store::PruneTask PruneTask(int64_t max_age_ms) {
             if (doomed.empty()) return store::PruneSlice{0, false};
             // Unread ones leave the counts first.
             DSH_RETURN_IF_ERROR(MarkRead(tx, doomed).status());
-            std::string sql = "DELETE FROM activity WHERE num IN (";
+            std::string in = " num IN (";
             std::vector<Value> params;
             for (size_t i = 0; i < doomed.size(); ++i) {
-              sql += i ? ", ?" : "?";
+              in += i ? ", ?" : "?";
               params.emplace_back(doomed[i]);
             }
-            sql += ")";
-            DSH_ASSIGN_OR_RETURN(int64_t n, tx.Exec(sql, params));
-            return store::PruneSlice{n, static_cast<int64_t>(doomed.size()) == max_rows};
+            in += ")";
+            // A failed delivery's row was only the item; a message stays a
+            // message, for the inbox's own retention (its key may still
+            // matter).
+            DSH_RETURN_IF_ERROR(tx.Exec("DELETE FROM inbox WHERE status = 'none' AND" + in, params).status());
+            DSH_RETURN_IF_ERROR(
+                tx.Exec("UPDATE inbox SET kind = NULL, loop_id = NULL, nominal_at = NULL, schedule_id = NULL,"
+                        " status = NULL, error_code = NULL, error_message = NULL, seq = NULL, started_at = NULL,"
+                        " ended_at = NULL, input_tokens = NULL, output_tokens = NULL, summary = NULL, read = NULL"
+                        " WHERE" + in,
+                        params)
+                    .status());
+            int64_t n = static_cast<int64_t>(doomed.size());
+            return store::PruneSlice{n, n == max_rows};
           }};
 }
 

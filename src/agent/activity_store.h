@@ -1,5 +1,6 @@
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -19,25 +20,26 @@ namespace dsh::agent::activity {
 // The activity list (module "activity", docs/API.md "Activity"): what
 // happened in the profile without the person — loop runs, reminder
 // dispatches and messages from other agents — each with the outcome of the
-// turn its delivery started. One row per delivery:
+// turn its delivery started. An item is its delivery's inbox row
+// (agent_store.h) with the item's columns set:
 //
-//   activity(num, key, message_id, kind, session_id, loop_id, nominal_at,
-//            schedule_id, at, status, error_code, error_message, seq,
-//            started_at, ended_at, input_tokens, output_tokens, summary,
-//            read)   -- key unique (the inbox key, or "msg:" + message_id);
-//                       message_id unique when set
+//   inbox(..., kind, loop_id, nominal_at, schedule_id, status, error_code,
+//         error_message, seq, started_at, ended_at, input_tokens,
+//         output_tokens, summary, read)  -- kind NULL: a plain message;
+//                       the item's id is the row's num, its time created_at,
+//                       its key the row's key or "msg:" + message_id
 //   activity_unread_shards(session_id, shard, n)  -- unread items per session
 //                       ('' = none): the sum of its rows, changed with every
-//                       change of activity.read (each PostgreSQL writer connection its own row)
+//                       change of inbox.read (each PostgreSQL writer connection its own row)
 //
-// Rows are written in the same transaction as the fact they record: the
-// inbox insert of the delivery (status `pending`), the append of its
-// `message/user` event (`running`, with its seq) and the append of the
-// `turn/end` that consumed it (`completed` | `error` | `cancelled`, with
-// the turn's error, times, tokens and summary). A delivery that failed
-// (no message) is `none` with its error. So the outcome is known on every
-// host of the profile, after a restart and for a target that was cold.
-// Unread state is per profile.
+// The columns are written with the facts they record: the inbox insert of
+// the delivery (status `pending`), the append of its `message/user` event
+// (`running`, with its seq) and the append of the `turn/end` that consumed
+// it (`completed` | `error` | `cancelled`, with the turn's error, times,
+// tokens and summary, in the statement that consumes it). A delivery that
+// failed (no message) is a consumed row without text, `none` with its
+// error. So the outcome is known on every host of the profile, after a
+// restart and for a target that was cold. Unread state is per profile.
 std::vector<store::Migration> Migrations();
 
 // What a delivery is, for the activity list; set by its producer.
@@ -56,22 +58,26 @@ inline constexpr std::string_view kCompleted = "completed";
 inline constexpr std::string_view kError = "error";
 inline constexpr std::string_view kCancelled = "cancelled";
 
-// A delivery was accepted into `session_id`'s inbox as `message_id`
-// (`key`: its inbox key, if any): a new unread item. A row of the same key
-// that recorded a failed attempt becomes this delivery (read or not as it
-// was).
+// A delivery's message was accepted into `session_id`'s inbox as
+// `message_id` (`key`: its inbox key, if any).
 // `started`: the message's `message/user` event was appended in the same
 // transaction (an idle agent took it at once): the item starts `running`.
 struct Started {
   int64_t seq = 0;
   int64_t at = 0;
 };
-//
+// The item's columns of the inbox row, and their values, for the insert
+// (agent_store::Insert): a new unread item.
+inline constexpr std::string_view kDeliveryColumns = "kind, loop_id, nominal_at, schedule_id, status, seq, started_at, read";
+std::array<store::Value, 8> DeliveryValues(const Source& source, const std::optional<Started>& started);
+// What follows the row (`num`): a `created` item counts as unread; a row of
+// the same key that recorded a failed attempt and became this delivery
+// stays read or not as it was.
 // `webhooks` (nullable): where facts also go out (outbox.h). A new item
 // sends `activity.created`, a reminder's delivery `reminder.dispatched`.
-Status Delivered(store::Tx& tx, const Source& source, const std::string& session_id, const std::string& message_id,
-                 const std::optional<std::string>& key, int64_t at, std::optional<Started> started = std::nullopt,
-                 outbox::SubscriptionSource* webhooks = nullptr);
+Status Delivered(store::Tx& tx, int64_t num, bool created, const Source& source, const std::string& session_id,
+                 const std::string& message_id, const std::optional<std::string>& key, int64_t at,
+                 std::optional<Started> started = std::nullopt, outbox::SubscriptionSource* webhooks = nullptr);
 
 // A delivery failed and left no message. `key` identifies the occurrence
 // (a retry that fails again updates the same row; one that succeeds turns
@@ -81,6 +87,9 @@ Status Delivered(store::Tx& tx, const Source& source, const std::string& session
 Status DeliveryFailed(store::Tx& tx, const Source& source, const std::optional<std::string>& session_id,
                       const std::string& key, const std::string& error, int64_t at,
                       outbox::SubscriptionSource* webhooks = nullptr);
+// An occurrence whose failed attempt had no known session was delivered:
+// that attempt's item goes (the delivery has its own).
+Status Superseded(store::Tx& tx, const std::string& key);
 
 // The `message/user` events among `stored` started a turn (or joined one):
 // their rows become `running` with the event's seq. Returns the rows changed.
@@ -101,10 +110,12 @@ inline constexpr size_t kSummaryChars = 200;
 // (UTF-8 safe, "…" when cut).
 std::string Summary(std::string_view text);
 
-// A loop run's item sends `loop.run.completed` (completed, cancelled) or
-// `loop.run.failed` (error).
-Result<int64_t> TurnEnded(store::Tx& tx, const std::vector<std::string>& message_ids, const TurnEnd& end,
-                          outbox::SubscriptionSource* webhooks = nullptr);
+// Consumes the messages a turn took at `now` (as agent_store::Consume:
+// `conflict` when one was consumed already) and gives the items among them
+// the turn's outcome; returns how many were items. A loop run's item sends
+// `loop.run.completed` (completed, cancelled) or `loop.run.failed` (error).
+Result<int64_t> TurnEnded(store::Tx& tx, const std::vector<std::string>& message_ids, int64_t now,
+                          const TurnEnd& end, outbox::SubscriptionSource* webhooks = nullptr);
 
 // The outcome of one delivery as recorded.
 struct Outcome {
@@ -168,7 +179,9 @@ Result<int64_t> MarkAllRead(store::Tx& tx);
 Result<int64_t> MarkSessionRead(store::Tx& tx, const std::string& session_id);
 
 // Retention: items older than `max_age_ms` whose turn is over (not pending
-// or running), oldest first. 0 keeps everything. For store::Pruner.
+// or running), oldest first, stop being items: a failed delivery's row is
+// deleted, a message's row becomes a plain message, left to the inbox's
+// retention. 0 keeps everything. For store::Pruner.
 store::PruneTask PruneTask(int64_t max_age_ms);
 
 }  // namespace dsh::agent::activity

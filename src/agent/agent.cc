@@ -838,12 +838,11 @@ void Agent::Append(std::vector<EventDraft> drafts, std::vector<std::string> cons
       if (starts) {
         DSH_ASSIGN_OR_RETURN(rows, activity::TurnStarted(tx, stored));
       }
-      if (!consume.empty()) {
+      if (!consume.empty() && end) {
+        DSH_ASSIGN_OR_RETURN(int64_t ended, activity::TurnEnded(tx, consume, now, *end, webhooks));
+        rows += ended;
+      } else if (!consume.empty()) {
         DSH_RETURN_IF_ERROR(agent_store::Consume(tx, consume, now));
-        if (end) {
-          DSH_ASSIGN_OR_RETURN(int64_t ended, activity::TurnEnded(tx, consume, *end, webhooks));
-          rows += ended;
-        }
       }
       if (asks) DSH_RETURN_IF_ERROR(SendApprovalRequests(tx, *webhooks, session_id, stored, now));
       *activity_rows = rows;

@@ -53,6 +53,58 @@ std::vector<store::Migration> Migrations() {
        {
            "CREATE INDEX inbox_consumed ON inbox (consumed_at, num) WHERE consumed_at IS NOT NULL",
        }},
+      // v3: an activity item (activity_store.h) is its delivery's inbox
+      // row, with these columns set (`kind` not NULL), instead of a row of
+      // its own (issue 29: the second row cost a burst 9%): a delivery writes
+      // one row, and its turn's start and end update it (the end in the
+      // same statement that consumes it). A failed delivery, which has no
+      // message, is a consumed row with no text (message_id "failed:" +
+      // key, session '' when the target was not known). Consumed rows
+      // leave the inbox's own retention while they are items
+      // (`inbox_consumed` is rebuilt without them); the activity retention
+      // turns them back into plain messages (docs/STORAGE.md). Modules
+      // migrate in name order: `activity` v1 made the table copied here.
+      {"agent",
+       3,
+       {
+           "ALTER TABLE inbox ADD COLUMN kind TEXT",
+           "ALTER TABLE inbox ADD COLUMN loop_id TEXT",
+           "ALTER TABLE inbox ADD COLUMN nominal_at BIGINT",
+           "ALTER TABLE inbox ADD COLUMN schedule_id TEXT",
+           "ALTER TABLE inbox ADD COLUMN status TEXT",
+           "ALTER TABLE inbox ADD COLUMN error_code TEXT",
+           "ALTER TABLE inbox ADD COLUMN error_message TEXT",
+           "ALTER TABLE inbox ADD COLUMN seq BIGINT",
+           "ALTER TABLE inbox ADD COLUMN started_at BIGINT",
+           "ALTER TABLE inbox ADD COLUMN ended_at BIGINT",
+           "ALTER TABLE inbox ADD COLUMN input_tokens BIGINT",
+           "ALTER TABLE inbox ADD COLUMN output_tokens BIGINT",
+           "ALTER TABLE inbox ADD COLUMN summary TEXT",
+           "ALTER TABLE inbox ADD COLUMN read BIGINT",
+           "UPDATE inbox SET kind = a.kind, loop_id = a.loop_id, nominal_at = a.nominal_at,"
+           " schedule_id = a.schedule_id, status = a.status, error_code = a.error_code,"
+           " error_message = a.error_message, seq = a.seq, started_at = a.started_at, ended_at = a.ended_at,"
+           " input_tokens = a.input_tokens, output_tokens = a.output_tokens, summary = a.summary, read = a.read"
+           " FROM activity a WHERE a.message_id = inbox.message_id",
+           // Items whose message is gone (pruned by the inbox's retention)
+           // or that never had one (failed deliveries).
+           "INSERT INTO inbox (message_id, session_id, key, mode, wakeup, text, meta, created_at, consumed_at,"
+           " kind, loop_id, nominal_at, schedule_id, status, error_code, error_message, seq, started_at, ended_at,"
+           " input_tokens, output_tokens, summary, read)"
+           " SELECT COALESCE(a.message_id, 'failed:' || a.key), COALESCE(a.session_id, ''),"
+           " CASE WHEN a.key LIKE 'msg:%' THEN NULL ELSE a.key END, 'followup', 0, '', '{}', a.at,"
+           " COALESCE(a.ended_at, a.at), a.kind, a.loop_id, a.nominal_at, a.schedule_id, a.status, a.error_code,"
+           " a.error_message, a.seq, a.started_at, a.ended_at, a.input_tokens, a.output_tokens, a.summary, a.read"
+           " FROM activity a WHERE NOT EXISTS (SELECT 1 FROM inbox i WHERE i.message_id = a.message_id)"
+           " ORDER BY a.num ON CONFLICT DO NOTHING",
+           "DROP TABLE activity",
+           // The list, newest first, and its filters.
+           "CREATE INDEX inbox_activity ON inbox (num) WHERE kind IS NOT NULL",
+           "CREATE INDEX inbox_unread ON inbox (num) WHERE read = 0",
+           "CREATE INDEX inbox_failed ON inbox (num) WHERE status IN ('error', 'none')",
+           "DROP INDEX inbox_consumed",
+           "CREATE INDEX inbox_consumed ON inbox (consumed_at, num) WHERE consumed_at IS NOT NULL AND kind IS NULL",
+       }},
   };
 }
 
@@ -67,21 +119,45 @@ Result<Inserted> Insert(Tx& tx, InboxMessage& m, const std::optional<std::string
   std::string meta = DumpJson(m.meta);
   store::Value key_value = key ? store::Value(std::string_view(*key)) : store::Value(nullptr);
   std::string_view mode = DeliveryModeName(m.mode);
-  std::array<store::Value, 8> params = {std::string_view(m.message_id), std::string_view(m.session_id), key_value, mode,
-                                        int64_t{m.wakeup ? 1 : 0},      std::string_view(m.text),
-                                        std::string_view(meta),         m.created_at};
+  std::vector<store::Value> params = {std::string_view(m.message_id), std::string_view(m.session_id), key_value, mode,
+                                      int64_t{m.wakeup ? 1 : 0},      std::string_view(m.text),
+                                      std::string_view(meta),         m.created_at};
+  if (m.activity) {
+    auto item = activity::DeliveryValues(*m.activity, started);
+    params.insert(params.end(), item.begin(), item.end());
+  }
   // A key delivered before is not inserted again, without a failed statement
   // (which would abort a PostgreSQL transaction) and without a lock: hosts
   // delivering the same key at once wait only for each other (NULL keys
   // never conflict).
+  static const std::string kInsert =
+      "INSERT INTO inbox (message_id, session_id, key, mode, wakeup, text, meta, created_at) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (session_id, key) DO NOTHING RETURNING num";
+  static const std::string kInsertItem = "INSERT INTO inbox (message_id, session_id, key, mode, wakeup, text, meta,"
+                                         " created_at, " + std::string(activity::kDeliveryColumns) +
+                                         ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                                         " ON CONFLICT (session_id, key) DO NOTHING RETURNING num";
   bool inserted = false;
-  DSH_RETURN_IF_ERROR(tx.Query("INSERT INTO inbox (message_id, session_id, key, mode, wakeup, text, meta, created_at) "
-                               "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (session_id, key) DO NOTHING RETURNING num",
-                               params, [&](const Row& row) {
-                                 m.num = row.Int(0);
-                                 inserted = true;
-                                 return Status::Ok();
-                               }));
+  auto on_num = [&](const Row& row) {
+    m.num = row.Int(0);
+    inserted = true;
+    return Status::Ok();
+  };
+  DSH_RETURN_IF_ERROR(tx.Query(m.activity ? kInsertItem : kInsert, params, on_num));
+  bool created = inserted;
+  if (!inserted && m.activity && key) {
+    // The row of the key is a failed attempt of this occurrence (a consumed
+    // row without a message): it becomes this delivery.
+    params.pop_back();  // `read` stays as it was
+    params.push_back(std::string_view(m.session_id));
+    params.push_back(key_value);
+    static const std::string kTakeOver =
+        "UPDATE inbox SET message_id = ?, session_id = ?, key = ?, mode = ?, wakeup = ?, text = ?, meta = ?,"
+        " created_at = ?, consumed_at = NULL, error_code = NULL, error_message = NULL, kind = ?, loop_id = ?,"
+        " nominal_at = ?, schedule_id = ?, status = ?, seq = ?, started_at = ?"
+        " WHERE session_id = ? AND key = ? AND status = 'none' RETURNING num";
+    DSH_RETURN_IF_ERROR(tx.Query(kTakeOver, params, on_num));
+  }
   if (!inserted) {
     std::optional<Inserted> first;
     DSH_RETURN_IF_ERROR(tx.Query("SELECT message_id, num FROM inbox WHERE session_id = ? AND key = ?",
@@ -93,8 +169,8 @@ Result<Inserted> Insert(Tx& tx, InboxMessage& m, const std::optional<std::string
     return *first;
   }
   if (m.activity) {
-    DSH_RETURN_IF_ERROR(activity::Delivered(tx, *m.activity, m.session_id, m.message_id, key, m.created_at, started,
-                                            webhooks));
+    DSH_RETURN_IF_ERROR(activity::Delivered(tx, m.num, created, *m.activity, m.session_id, m.message_id, key,
+                                            m.created_at, started, webhooks));
   }
   return Inserted{m.message_id, false, m.num};
 }
@@ -138,7 +214,8 @@ Result<int64_t> PruneConsumed(Tx& tx, int64_t consumed_before, int64_t max_rows,
   // its row a place in the candidates, so ask for that many more.
   std::vector<int64_t> doomed;
   DSH_RETURN_IF_ERROR(tx.Query(
-      "SELECT num, key FROM inbox WHERE consumed_at IS NOT NULL AND consumed_at < ? ORDER BY consumed_at, num LIMIT ?",
+      "SELECT num, key FROM inbox WHERE consumed_at IS NOT NULL AND kind IS NULL AND consumed_at < ?"
+      " ORDER BY consumed_at, num LIMIT ?",
       {consumed_before, max_rows + static_cast<int64_t>(keep_keys.size())}, [&](const Row& row) {
         if (static_cast<int64_t>(doomed.size()) >= max_rows) return Status::Ok();
         if (!row.IsNull(1) && keep_keys.count(row.String(1)) > 0) return Status::Ok();
@@ -146,7 +223,7 @@ Result<int64_t> PruneConsumed(Tx& tx, int64_t consumed_before, int64_t max_rows,
         return Status::Ok();
       }));
   if (doomed.empty()) return int64_t{0};
-  std::string sql = "DELETE FROM inbox WHERE consumed_at IS NOT NULL AND num IN (";
+  std::string sql = "DELETE FROM inbox WHERE consumed_at IS NOT NULL AND kind IS NULL AND num IN (";
   std::vector<store::Value> params;
   params.reserve(doomed.size());
   for (size_t i = 0; i < doomed.size(); ++i) {

@@ -35,9 +35,8 @@ struct InboxMessage {
   std::string text;
   Json meta = Json::object();  // who sent it ({"origin": "loop", ...}); copied into the user event
   int64_t created_at = 0;
-  // Set by the producer of a delivery the person did not make: Insert then
-  // records it in the activity list in the same transaction. Not stored in
-  // the inbox row.
+  // Set by the producer of a delivery the person did not make: its row is
+  // then also an item of the activity list (activity_store.h).
   std::optional<activity::Source> activity;
 };
 
@@ -46,9 +45,11 @@ struct InboxMessage {
 // store::Database; none blocks on anything but the database.
 //
 //   inbox(num, message_id, session_id, key, mode, wakeup, text, meta,
-//         created_at, consumed_at)  -- pending while consumed_at IS NULL;
+//         created_at, consumed_at, <the activity item's columns>)
+//                                    -- pending while consumed_at IS NULL;
 //                                       (session_id, key) unique; consumed
 //                                       rows pruned after retention.inbox_days
+//                                       once they are not items
 //   session_leases(session_id, holder, expires_at)
 namespace agent_store {
 
@@ -62,9 +63,10 @@ struct Inserted {
 
 // Accepts a message for `session_id`: `not_found` when the session does not
 // exist; with a `key` already used for this session, returns the first
-// message's id and inserts nothing. A message with `activity` also gets
-// its activity row (activity::Delivered).
-// `started`: passed on to activity::Delivered.
+// message's id and inserts nothing, unless that key's row is a failed
+// delivery's item, which becomes this message. A message with `activity`
+// is also an item (activity::Delivered); `started`: its user event was
+// appended in this transaction.
 Result<Inserted> Insert(store::Tx& tx, InboxMessage& message, const std::optional<std::string>& key,
                         std::optional<activity::Started> started = std::nullopt,
                         outbox::SubscriptionSource* webhooks = nullptr);
@@ -79,7 +81,7 @@ Status Consume(store::Tx& tx, const std::vector<std::string>& message_ids, int64
 // Retention (docs/AGENTS.md, "How long a key holds"): deletes up to
 // `max_rows` inbox rows consumed before `consumed_before` (Unix ms), oldest
 // consumption first, except rows whose key is in `keep_keys` (keys that may
-// still be delivered again). Never touches a pending row. Idempotent: rows
+// still be delivered again) and activity items (activity::PruneTask). Never touches a pending row. Idempotent: rows
 // another host deleted first are simply not counted. Returns the rows
 // deleted by this call.
 Result<int64_t> PruneConsumed(store::Tx& tx, int64_t consumed_before, int64_t max_rows,

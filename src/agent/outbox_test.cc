@@ -4,6 +4,7 @@
 
 #include "agent/activity_store.h"
 #include "agent/agent_manager.h"
+#include "agent/testing/deliver.h"
 #include "store/testing/test_backend.h"
 
 namespace dsh::agent::outbox {
@@ -12,7 +13,7 @@ namespace {
 class OutboxTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    auto db = store::Database::Open(backend_.Factory(), AgentManager::Migrations());
+    auto db = store::Database::Open(backend_.Factory(), agent::testing::MigrationsWithBareSessions());
     ASSERT_TRUE(db.ok()) << db.status().ToString();
     db_ = std::move(db).value();
   }
@@ -44,7 +45,7 @@ const activity::Source kReminder{"reminder", std::nullopt, std::nullopt, std::st
 
 TEST_P(OutboxTest, NothingIsWrittenWithoutSubscriptions) {
   ASSERT_TRUE(Write([&](store::Tx& tx) {
-                return activity::Delivered(tx, kLoopRun, "ses_a", "msg_1", std::string("loop:loop_1:1000"), 5,
+                return agent::testing::Deliver(tx, kLoopRun, "ses_a", "msg_1", std::string("loop:loop_1:1000"), 5,
                                            std::nullopt, &source_);
               }).ok());
   EXPECT_TRUE(All().empty());
@@ -54,11 +55,11 @@ TEST_P(OutboxTest, ALoopRunWritesOneMessagePerEndpointForEachOfItsFacts) {
   Subscribe({{"ops", {"loop.run.completed", "loop.run.failed"}}, {"all", {"*"}}, {"phone", {"reminder.dispatched"}}});
   const std::string key = "loop:loop_1:1000";
   ASSERT_TRUE(Write([&](store::Tx& tx) {
-                return activity::Delivered(tx, kLoopRun, "ses_a", "msg_1", key, 5, activity::Started{7, 6}, &source_);
+                return agent::testing::Deliver(tx, kLoopRun, "ses_a", "msg_1", key, 5, activity::Started{7, 6}, &source_);
               }).ok());
   activity::TurnEnd end{"error", std::string("model_unavailable"), std::string("the model did not answer"), 50,
                         int64_t{120}, int64_t{8}, "the model did not answer"};
-  ASSERT_TRUE(Write([&](store::Tx& tx) { return activity::TurnEnded(tx, {"msg_1"}, end, &source_).status(); }).ok());
+  ASSERT_TRUE(Write([&](store::Tx& tx) { return activity::TurnEnded(tx, {"msg_1"}, 0, end, &source_).status(); }).ok());
 
   std::vector<Message> all = All();
   ASSERT_EQ(all.size(), 3u);
@@ -83,8 +84,10 @@ TEST_P(OutboxTest, ALoopRunWritesOneMessagePerEndpointForEachOfItsFacts) {
   EXPECT_NE(all[1].id, all[2].id);
   EXPECT_EQ(all[1].id.rfind("msg_", 0), 0u);
 
-  // A retried transaction writes nothing twice.
-  ASSERT_TRUE(Write([&](store::Tx& tx) { return activity::TurnEnded(tx, {"msg_1"}, end, &source_).status(); }).ok());
+  // A second end of the same message (another host's turn took it) is a
+  // conflict and writes nothing.
+  Status again = Write([&](store::Tx& tx) { return activity::TurnEnded(tx, {"msg_1"}, 0, end, &source_).status(); });
+  EXPECT_EQ(again.code(), codes::kConflict) << again.ToString();
   EXPECT_EQ(All().size(), 3u);
 
   auto receipts = db_->ReadValue<std::map<std::string, Json>>([&](store::Tx& tx) { return Receipts(tx, {key}); });
@@ -105,10 +108,10 @@ TEST_P(OutboxTest, AFailedDeliveryIsAFailedRunAndItsRetryAnotherFact) {
                 return activity::DeliveryFailed(tx, kLoopRun, std::string("ses_a"), key, "still none", 6, &source_);
               }).ok());
   ASSERT_TRUE(Write([&](store::Tx& tx) {
-                return activity::Delivered(tx, kLoopRun, "ses_a", "msg_1", key, 7, std::nullopt, &source_);
+                return agent::testing::Deliver(tx, kLoopRun, "ses_a", "msg_1", key, 7, std::nullopt, &source_);
               }).ok());
   activity::TurnEnd end{"completed", std::nullopt, std::nullopt, 50, std::nullopt, std::nullopt, "Done."};
-  ASSERT_TRUE(Write([&](store::Tx& tx) { return activity::TurnEnded(tx, {"msg_1"}, end, &source_).status(); }).ok());
+  ASSERT_TRUE(Write([&](store::Tx& tx) { return activity::TurnEnded(tx, {"msg_1"}, 0, end, &source_).status(); }).ok());
   std::vector<Message> all = All();
   ASSERT_EQ(all.size(), 2u);
   EXPECT_EQ(all[0].event, "loop.run.failed");
@@ -121,7 +124,7 @@ TEST_P(OutboxTest, AFailedDeliveryIsAFailedRunAndItsRetryAnotherFact) {
 TEST_P(OutboxTest, AReminderSaysItWasDispatched) {
   Subscribe({{"phone", {"reminder.dispatched"}}});
   ASSERT_TRUE(Write([&](store::Tx& tx) {
-                return activity::Delivered(tx, kReminder, "ses_a", "msg_1", std::string("schedule:rem_1"), 5,
+                return agent::testing::Deliver(tx, kReminder, "ses_a", "msg_1", std::string("schedule:rem_1"), 5,
                                            std::nullopt, &source_);
               }).ok());
   std::vector<Message> all = All();

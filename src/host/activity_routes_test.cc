@@ -6,6 +6,7 @@
 
 #include "agent/activity_store.h"
 #include "agent/agent_manager.h"
+#include "agent/testing/deliver.h"
 #include "base/clock.h"
 #include "store/testing/test_backend.h"
 
@@ -39,8 +40,8 @@ class ActivityRoutesTest : public ::testing::TestWithParam<std::string> {
   }
   void Deliver(const std::string& session_id, const std::string& message_id, const std::string& kind = "agent_message") {
     ASSERT_TRUE(db_->WriteSync([&](store::Tx& tx) {
-                   return activity::Delivered(tx, activity::Source{kind, {}, {}, {}}, session_id, message_id,
-                                              std::nullopt, 1000);
+                   return agent::testing::Deliver(tx, activity::Source{kind, {}, {}, {}}, session_id, message_id,
+                                                  std::nullopt, 1000);
                  }).ok());
   }
   void End(const std::string& message_id, const std::string& status, const std::string& summary) {
@@ -49,7 +50,7 @@ class ActivityRoutesTest : public ::testing::TestWithParam<std::string> {
       end.error_code = "model_error";
       end.error_message = summary;
     }
-    ASSERT_TRUE(db_->WriteSync([&](store::Tx& tx) { return activity::TurnEnded(tx, {message_id}, end).status(); }).ok());
+    ASSERT_TRUE(db_->WriteSync([&](store::Tx& tx) { return activity::TurnEnded(tx, {message_id}, 2000, end).status(); }).ok());
   }
 
   Result<HttpRouteResponse> Call(const std::string& method, const std::string& pattern,

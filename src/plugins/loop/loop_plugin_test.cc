@@ -172,7 +172,7 @@ class LoopTest : public ::testing::TestWithParam<std::string> {
     using Open = std::vector<std::pair<std::string, std::string>>;
     auto open = db_->ReadValue<Open>([](store::Tx& tx) -> Result<Open> {
       Open out;
-      DSH_RETURN_IF_ERROR(tx.Query("SELECT session_id, message_id FROM activity WHERE status IN ('pending', 'running')",
+      DSH_RETURN_IF_ERROR(tx.Query("SELECT session_id, message_id FROM inbox WHERE status IN ('pending', 'running')",
                                    {}, [&](const store::Row& row) {
                                      out.emplace_back(row.String(0), row.String(1));
                                      return Status::Ok();

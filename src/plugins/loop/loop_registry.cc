@@ -166,14 +166,14 @@ const std::string kLoopColumns = kLoopRowColumns + ", o.nominal_at, o.claimed_by
 const std::string kFromLoops =
     " FROM loops l LEFT JOIN loop_runs o ON o.num = (SELECT r.num FROM loop_runs r"
     " WHERE r.loop_id = l.loop_id AND r.result IS NULL ORDER BY r.nominal_at LIMIT 1)";
-// ... with its last recorded run and that run's turn (the activity row of
-// its message), which views show.
+// ... with its last recorded run and that run's turn (the activity item of
+// its message: its inbox row), which views show.
 const std::string kSelectLoops =
     kLoopColumns + ", lr.nominal_at, lr.result, lr.error, lr.target_session_id, " +
     agent::activity::OutcomeColumns("a") + kFromLoops +
     " LEFT JOIN loop_runs lr ON lr.num = (SELECT r.num FROM loop_runs r"
     " WHERE r.loop_id = l.loop_id AND r.result IS NOT NULL ORDER BY r.nominal_at DESC LIMIT 1)"
-    " LEFT JOIN activity a ON a.message_id = lr.message_id";
+    " LEFT JOIN inbox a ON a.message_id = lr.message_id";
 // ... without them (LoopRecord::last_run unset), for claims: they only
 // schedule, and two more lookups per loop would slow every delivery.
 const std::string kSelectLoopsToClaim = kLoopColumns + kFromLoops;
@@ -486,6 +486,9 @@ Status Record(Tx& tx, const Claim& c, const Outcome& out, int64_t now, agent::ou
                               " WHERE loop_id = ? AND nominal_at = ?",
                               run)
                           .status());
+  if (out.delivered && c.attempts > 1) {
+    DSH_RETURN_IF_ERROR(agent::activity::Superseded(tx, OccurrenceKey(c.loop.loop_id, c.nominal)));
+  }
   if (!out.delivered) {
     agent::activity::Source source{"loop_run", c.loop.loop_id, c.nominal, std::nullopt};
     std::optional<std::string> target = out.target_session_id ? out.target_session_id : c.new_session_id;
@@ -552,7 +555,7 @@ Result<std::vector<Run>> Runs(Tx& tx, const std::string& loop_id, int64_t limit,
       "SELECT r.nominal_at, r.claimed_at, r.delivered_at, r.target_session_id, r.message_id, r.result, r.error,"
       " r.note, r.attempts, r.skipped, r.skipped_capped, " +
           agent::activity::OutcomeColumns("a") +
-          " FROM loop_runs r LEFT JOIN activity a ON a.message_id = r.message_id"
+          " FROM loop_runs r LEFT JOIN inbox a ON a.message_id = r.message_id"
           " WHERE r.loop_id = ? AND r.nominal_at < ? ORDER BY r.nominal_at DESC LIMIT ?",
       {std::string_view(loop_id), before.value_or(std::numeric_limits<int64_t>::max()), limit},
       [&](const Row& row) {

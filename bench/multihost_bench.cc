@@ -400,7 +400,8 @@ struct Bench {
   // PostgreSQL's own load driver, running an append's statements — the
   // session row locked, the event inserted, the row's counters set — with
   // kAppenders clients, one session each, one transaction per append, for
-  // args.seconds. Its transactions per second; 0 when pgbench is missing
+  // args.seconds. Its transactions per second; -1 when it committed none
+  // in that time; 0 when pgbench is missing
   // (it comes with Debian's postgresql package).
   double PgbenchAppends(const Place& place) {
     std::string pgbench;
@@ -446,6 +447,9 @@ struct Bench {
     std::ifstream log(out);
     for (std::string line; std::getline(log, line);) {
       if (line.rfind("tps = ", 0) == 0) return std::stod(line.substr(6));
+      // Its 64 clients did not all connect within the run (a loaded
+      // machine, a --quick run's one second): it prints no rate.
+      if (line == "number of transactions actually processed: 0") return -1;
     }
     Fail("pgbench", Status(codes::kInternal, "no `tps = ` line in " + out.string()));
   }
@@ -856,6 +860,10 @@ struct Bench {
             "\n`pgbench -M prepared`, %d clients, the same statements, one transaction per append: %.0f appends/s; "
             "three PostgreSQL hosts ÷ pgbench: %s\n",
             kAppenders, baseline, Ratio(pg_three, baseline).c_str());
+      } else if (baseline < 0) {
+        std::printf("\n`pgbench` committed no transaction in its %.0f s (its clients were still connecting): no "
+                    "baseline; run it longer.\n",
+                    std::max(1.0, args.seconds));
       } else {
         std::printf("\nNo pgbench under /usr/lib/postgresql: no baseline.\n");
       }

@@ -79,7 +79,7 @@ std::unique_ptr<store::Database> Open(const Args& args) {
   if (!args.pg.empty()) {
     // Empty whatever an earlier run left.
     Status st = (*db)->WriteSync([](store::Tx& tx) -> Status {
-      for (const char* table : {"activity", "events", "events_recent", "sessions", "inbox"}) {
+      for (const char* table : {"activity_unread_shards", "events", "events_recent", "sessions", "inbox"}) {
         DSH_RETURN_IF_ERROR(tx.Exec(std::string("DELETE FROM ") + table).status());
       }
       return Status::Ok();

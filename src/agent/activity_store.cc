@@ -141,6 +141,26 @@ Item NewItem(int64_t num, int64_t at, const Source& s, const std::string& key, s
   return item;
 }
 
+// An item's columns of its inbox row, as ItemFromRow reads them.
+std::string ItemColumns() {
+  return "num, created_at, kind, loop_id, schedule_id, nominal_at, summary, read, COALESCE(key, 'msg:' || message_id), " +
+         OutcomeColumns("");
+}
+Item ItemFromRow(const Row& row, int col) {
+  Item item;
+  item.id = row.Int(col);
+  item.at = row.Int(col + 1);
+  item.kind = row.String(col + 2);
+  item.loop_id = row.OptString(col + 3);
+  item.schedule_id = row.OptString(col + 4);
+  item.nominal_at = row.OptInt(col + 5);
+  item.summary = row.OptString(col + 6);
+  item.read = row.Int(col + 7) != 0;
+  item.key = row.String(col + 8);
+  item.outcome = OutcomeFromRow(row, col + 9).value_or(Outcome{});
+  return item;
+}
+
 // What a new item sends: `activity.created`, and `reminder.dispatched` for
 // a reminder (`phase` tells a failed dispatch from the delivery).
 Status SendNew(Tx& tx, const outbox::Subscriptions& subs, const Item& item, bool created, std::string_view phase,
@@ -288,8 +308,7 @@ Result<int64_t> TurnEnded(Tx& tx, const std::vector<std::string>& message_ids, i
     }
     return set + " WHERE message_id = ? AND consumed_at IS NULL RETURNING kind";
   }();
-  static const std::string kSetReturningRuns =
-      kSet + ", num, COALESCE(key, 'msg:' || message_id), loop_id, nominal_at, schedule_id, created_at, " + OutcomeColumns("");
+  static const std::string kSetReturningRuns = kSet + ", " + ItemColumns();
   auto subs = Wanting(webhooks, {"loop.run.completed", "loop.run.failed"});
   std::vector<Item> runs;
   int64_t changed = 0;
@@ -308,18 +327,7 @@ Result<int64_t> TurnEnded(Tx& tx, const std::vector<std::string>& message_ids, i
       consumed = true;
       if (row.IsNull(0)) return Status::Ok();
       ++changed;
-      if (!subs || row.Text(0) != "loop_run") return Status::Ok();
-      Item item;
-      item.kind = row.String(0);
-      item.id = row.Int(1);
-      item.key = row.String(2);
-      item.loop_id = row.OptString(3);
-      item.nominal_at = row.OptInt(4);
-      item.schedule_id = row.OptString(5);
-      item.at = row.Int(6);
-      item.outcome = OutcomeFromRow(row, 7).value_or(Outcome{});
-      item.summary = end.summary;
-      runs.push_back(std::move(item));
+      if (subs && row.Text(0) == "loop_run") runs.push_back(ItemFromRow(row, 1));
       return Status::Ok();
     }));
     if (!consumed) return Status(codes::kConflict, "message " + id + " was already taken by another turn");
@@ -419,23 +427,10 @@ Result<Page> List(Tx& tx, Filter filter, int64_t limit, std::optional<int64_t> b
   }
   Page page;
   DSH_RETURN_IF_ERROR(tx.Query(
-      "SELECT num, created_at, kind, loop_id, schedule_id, nominal_at, summary, read,"
-      " COALESCE(key, 'msg:' || message_id), " +
-          OutcomeColumns("a") + " FROM inbox a WHERE kind IS NOT NULL AND num < ?" + where +
+      "SELECT " + ItemColumns() + " FROM inbox WHERE kind IS NOT NULL AND num < ?" + where +
           " ORDER BY num DESC LIMIT ?",
       {before.value_or(std::numeric_limits<int64_t>::max()), limit + 1}, [&](const Row& row) {
-        Item item;
-        item.id = row.Int(0);
-        item.at = row.Int(1);
-        item.kind = row.String(2);
-        item.loop_id = row.OptString(3);
-        item.schedule_id = row.OptString(4);
-        item.nominal_at = row.OptInt(5);
-        item.summary = row.OptString(6);
-        item.read = row.Int(7) != 0;
-        item.key = row.String(8);
-        item.outcome = OutcomeFromRow(row, 9).value_or(Outcome{});
-        page.items.push_back(std::move(item));
+        page.items.push_back(ItemFromRow(row, 0));
         return Status::Ok();
       }));
   if (static_cast<int64_t>(page.items.size()) > limit) {

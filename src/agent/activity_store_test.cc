@@ -187,6 +187,29 @@ TEST_P(ActivityStoreTest, AFailedAttemptBecomesTheDeliveryOfALaterOneAndPagesAre
   EXPECT_EQ(*db_->ReadValue<int64_t>([](store::Tx& tx) { return CountUnreadTotal(tx); }), 0);
 }
 
+// A failed attempt whose target was not known has no session; the retry
+// that got through supersedes it when its run is recorded.
+TEST_P(ActivityStoreTest, AFailedAttemptWithoutASessionGoesOnceTheOccurrenceIsDelivered) {
+  Source loop{"loop_run", "l", 1, std::nullopt};
+  ASSERT_TRUE(db_->WriteSync([&](store::Tx& tx) {
+                   return DeliveryFailed(tx, loop, std::nullopt, "loop:l:1", "no target yet", 10);
+                 }).ok());
+  auto failed = db_->ReadValue<Page>([](store::Tx& tx) { return List(tx, Filter::kFailed, 10, std::nullopt); });
+  ASSERT_EQ(failed->items.size(), 1u);
+  EXPECT_FALSE(failed->items[0].outcome.session_id) << "no session, not an empty one";
+  ASSERT_TRUE(db_->WriteSync([&](store::Tx& tx) -> Status {
+                   DSH_RETURN_IF_ERROR(agent::testing::Deliver(tx, loop, "ses_a", "msg_1", std::string("loop:l:1"), 20));
+                   return Superseded(tx, "loop:l:1");
+                 }).ok());
+  auto all = db_->ReadValue<Page>([](store::Tx& tx) { return List(tx, Filter::kAll, 10, std::nullopt); });
+  ASSERT_EQ(all->items.size(), 1u);
+  EXPECT_EQ(all->items[0].outcome.status, "pending");
+  EXPECT_EQ(all->items[0].outcome.session_id, std::optional<std::string>("ses_a"));
+  auto unread = db_->ReadValue<Unread>([](store::Tx& tx) { return CountUnread(tx); });
+  EXPECT_EQ(unread->total, 1);
+  EXPECT_EQ(unread->sessions, (std::map<std::string, int64_t>{{"ses_a", 1}}));
+}
+
 TEST_P(ActivityStoreTest, UnreadCountsFollowEveryChangeOfReadState) {
   // What CountUnread must agree with: a count over the items themselves.
   auto counted = [&] {

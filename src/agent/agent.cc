@@ -206,16 +206,33 @@ void Agent::Stop(bool only_if_idle, std::function<void(bool)> done) {
     if (only_if_idle && (self->running_ || self->maintenance_ || !self->pending_.empty() || self->outstanding_ > 0)) {
       return done(false);
     }
-    self->stopping_ = true;
-    if (self->early_answer_) {
-      self->early_answer_->done(Status(codes::kShuttingDown, "the agent of " + self->header_.id + " stopped"));
-      self->early_answer_.reset();
-    }
-    if (self->cancel_) self->cancel_->Cancel();
-    if (self->title_cancel_) self->title_cancel_->Cancel();  // a stop never waits for a title
+    self->StopNow();
     done(true);
     self->Halted();  // reports the stop once nothing is outstanding
   });
+}
+
+void Agent::StopNow() {
+  stopping_ = true;
+  if (early_answer_) {
+    early_answer_->done(Status(codes::kShuttingDown, "the agent of " + header_.id + " stopped"));
+    early_answer_.reset();
+  }
+  if (cancel_) cancel_->Cancel();
+  if (title_cancel_) title_cancel_->Cancel();  // a stop never waits for a title
+}
+
+session::SessionStore::FenceFn Agent::LeaseFence() const {
+  return [id = header_.id, holder = manager_.holder_](store::Tx& tx) {
+    return agent_store::CheckLease(tx, id, holder);
+  };
+}
+
+void Agent::LeaseLost() {
+  if (stopping_) return;
+  spdlog::warn("session {}: lease lost to another host; stopping its agent", header_.id);
+  StopNow();
+  Halted();
 }
 
 void Agent::MaybeStartTurn() {
@@ -269,7 +286,7 @@ void Agent::Deliver(InboxMessage message, std::optional<std::string> key, std::f
     // A used key rolls the whole job back (the turn never started) and
     // answers with the first message's id.
     auto activity_rows = std::make_shared<int64_t>(0);
-    session::SessionStore::AlsoFn insert = [msg, key = std::move(key), first_id, activity_rows,
+    session::SessionStore::AlsoFn insert = [msg, key, first_id, activity_rows,
                                             webhooks = &self->manager_.webhooks_](
                                                store::Tx& tx, const Events& stored) -> Status {
       // Its user event is among `stored`: the activity item starts running.
@@ -296,20 +313,27 @@ void Agent::Deliver(InboxMessage message, std::optional<std::string> key, std::f
       }
       self->running_ = false;
       self->running_flag_ = false;
+      if (r.status().code() == agent_store::kLeaseLost) return self->LeaseLost();
       self->BecomeIdle();
     });
     self->manager_.sessions_.AppendWithAsync(
         self->header_.id, self->TurnStartDrafts({*msg}), std::move(insert),
-        [msg, first_id, done = std::move(done), on_strand = std::move(on_strand)](Result<Events> r) {
+        [self, msg, key = std::move(key), first_id, done = std::move(done), on_strand = std::move(on_strand)](
+            Result<Events> r) mutable {
           if (r.ok()) {
             done(Delivered{msg->message_id, false});
           } else if (r.status().code() == "duplicate_key") {
             done(Delivered{*first_id, true});
+          } else if (r.status().code() == agent_store::kLeaseLost) {
+            // Nothing was written: the message waits in the inbox for the
+            // session's new holder, as if it had come through another host.
+            self->manager_.Accept(*msg, std::move(key), std::move(done));
           } else {
             done(r.status());
           }
           on_strand(std::move(r));
-        });
+        },
+        self->LeaseFence());
   });
 }
 
@@ -859,9 +883,10 @@ void Agent::AppendWith(std::vector<EventDraft> drafts, session::SessionStore::Al
                        std::function<void(Result<Events>)> next) {
   auto done = OnStrand<Result<Events>>([this, next = std::move(next)](Result<Events> r) mutable {
     if (r.ok()) events_.insert(events_.end(), r->begin(), r->end());
+    if (!r.ok() && r.status().code() == agent_store::kLeaseLost) LeaseLost();
     next(std::move(r));
   });
-  manager_.sessions_.AppendWithAsync(header_.id, std::move(drafts), std::move(also), std::move(done));
+  manager_.sessions_.AppendWithAsync(header_.id, std::move(drafts), std::move(also), std::move(done), LeaseFence());
 }
 
 }  // namespace dsh::agent

@@ -150,6 +150,14 @@ class Agent : public std::enable_shared_from_this<Agent> {
   std::function<void(Arg)> OnStrand(Fn fn);
   void OpDone();
   bool Halted();
+  // On the strand: stops at once (Stop's work without its checks).
+  void StopNow();
+  // What every append of the agent checks first: that this host still holds
+  // the session's lease (agent_store::CheckLease).
+  session::SessionStore::FenceFn LeaseFence() const;
+  // On the strand, after a write failed with kLeaseLost: another host runs
+  // the session now and carries on from its log; this agent stops.
+  void LeaseLost();
 
   AgentManager& manager_;
   boost::asio::strand<boost::asio::io_context::executor_type> strand_;

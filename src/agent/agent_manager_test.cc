@@ -923,6 +923,94 @@ TEST_P(AgentTest, AHostThatLosesItsLeaseStopsTheAgent) {
   EXPECT_TRUE(manager_->WaitUntilNotLive(id, 10s));
 }
 
+// The lease fences the agent's writes: once another host holds it, the old
+// holder appends nothing more to the session — not at its next renewal, at
+// its next write (the new holder has read the log and runs the session).
+TEST_P(AgentTest, AnAgentWhoseLeaseWasTakenWritesNothingMore) {
+  auto take_lease = [&](const std::string& id) {
+    ASSERT_TRUE(db_->WriteSync([&](store::Tx& tx) {
+                     return tx.Exec("UPDATE session_leases SET holder = 'elsewhere/1/x' WHERE session_id = ?",
+                                    {std::string_view(id)})
+                         .status();
+                   }).ok());
+  };
+  // In the middle of a turn: the model's answer is not appended.
+  model_.Push(ScriptedModel::Hold(ScriptedModel::Text("too late")));
+  std::string running = CreateSession();
+  ASSERT_TRUE(Deliver(running, "first").ok());
+  ASSERT_TRUE(model_.WaitForRequests(1));
+  take_lease(running);
+  ASSERT_TRUE(model_.Release());
+  EXPECT_TRUE(manager_->WaitUntilNotLive(running, 10s));  // the clock stands: no renewal told it
+  std::vector<Event> log = Log(running);
+  EXPECT_EQ(Texts(log, et::kUserMessage), std::vector<std::string>{"first"});
+  EXPECT_EQ(EventWaiter::Count(log, et::kAssistantMessage), 0u);
+  EXPECT_EQ(EventWaiter::Count(log, et::kTurnEnd), 0u);
+
+  // Idle: a message delivered to it is accepted into the inbox for the new
+  // holder, and no turn starts here.
+  std::string idle = CreateSession();
+  take_lease(idle);
+  auto d = Deliver(idle, "for the new holder");
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_TRUE(manager_->WaitUntilNotLive(idle, 10s));
+  EXPECT_EQ(EventWaiter::Count(Log(idle), et::kUserMessage), 0u);
+  EXPECT_EQ(PendingRows(), 2);  // this one, and the cut turn's, which the new holder consumes
+}
+
+// The fence's other half: a host taking over an expired lease while the
+// holder is frozen in the middle of an append waits for that append, then
+// reads the log with it (it must not start from the log without it and
+// write after it).
+TEST_P(AgentTest, TakingALeaseOverWaitsForTheHoldersOpenAppend) {
+  std::string id = CreateSession();  // live here: this host holds the lease
+  std::vector<store::Migration> migrations = session::SessionStore::Migrations();
+  for (auto& m : AgentManager::Migrations()) migrations.push_back(m);
+  auto other_db = store::Database::Open(backend_.Factory(), migrations);
+  ASSERT_TRUE(other_db.ok()) << other_db.status().ToString();
+
+  std::promise<void> fenced, thaw;
+  std::shared_future<void> thawed = thaw.get_future().share();
+  std::promise<Result<std::vector<Event>>> appended;
+  sessions_->AppendWithAsync(
+      id, {{std::string(et::kUserMessage), Json{{"text", "written while frozen"}}}}, nullptr,
+      [&](Result<std::vector<Event>> r) { appended.set_value(std::move(r)); },
+      [&, holder = manager_->holder()](store::Tx& tx) {
+        Status st = agent_store::CheckLease(tx, id, holder);
+        fenced.set_value();
+        thawed.wait();  // frozen here, the transaction open
+        return st;
+      });
+  fenced.get_future().wait();
+
+  // The other host, once the lease expired.
+  const int64_t later = ToUnixMillis(clock_.Now()) + 60'000;
+  auto taken = std::async(std::launch::async, [&]() -> Result<std::pair<bool, int64_t>> {
+    std::pair<bool, int64_t> out{false, 0};
+    DSH_RETURN_IF_ERROR((*other_db)->WriteSync([&](store::Tx& tx) -> Status {
+      DSH_ASSIGN_OR_RETURN(out.first, agent_store::AcquireLease(tx, id, "elsewhere/1/x", later, later + 15'000));
+      return Status::Ok();
+    }));
+    // Then, as a resume does, the log.
+    DSH_RETURN_IF_ERROR((*other_db)->ReadSync([&](store::Tx& tx) -> Status {
+      return tx.Query("SELECT last_seq FROM sessions WHERE id = ?", {std::string_view(id)}, [&](const store::Row& row) {
+        out.second = row.Int(0);
+        return Status::Ok();
+      });
+    }));
+    return out;
+  });
+  EXPECT_EQ(taken.wait_for(500ms), std::future_status::timeout) << "the lease was taken during the append";
+  thaw.set_value();
+  auto stored = appended.get_future().get();
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  auto r = taken.get();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->first);
+  EXPECT_EQ(r->second, stored->back().seq) << "the new holder read the log without the append";
+  (*other_db)->Close();
+}
+
 // Hosts that each have their own database handle, as on separate machines,
 // and sweep their inboxes only hourly: what reaches them in time comes by
 // notice (PostgreSQL's LISTEN/NOTIFY; SQLite has none).

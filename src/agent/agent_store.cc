@@ -309,6 +309,18 @@ Status ReleaseLease(Tx& tx, const std::string& session_id, const std::string& ho
       .status();
 }
 
+Status CheckLease(Tx& tx, const std::string& session_id, const std::string& holder) {
+  bool held = false;
+  DSH_RETURN_IF_ERROR(tx.Query("SELECT 1 FROM session_leases WHERE session_id = ? AND holder = ?"
+                               " /*postgres: FOR SHARE*/",
+                               {std::string_view(session_id), std::string_view(holder)}, [&](const Row&) {
+                                 held = true;
+                                 return Status::Ok();
+                               }));
+  if (held) return Status::Ok();
+  return Status(kLeaseLost, "this host no longer holds the lease of session " + session_id);
+}
+
 Result<std::optional<std::string>> LeaseHolder(Tx& tx, const std::string& session_id, int64_t now) {
   std::optional<std::string> holder;
   DSH_RETURN_IF_ERROR(tx.Query("SELECT holder, expires_at FROM session_leases WHERE session_id = ?",

@@ -114,6 +114,13 @@ Result<bool> AcquireLease(store::Tx& tx, const std::string& session_id, const st
 // Extends every lease of `holder`; returns the sessions it still holds.
 Result<std::vector<std::string>> RenewLeases(store::Tx& tx, const std::string& holder, int64_t expires_at);
 Status ReleaseLease(store::Tx& tx, const std::string& session_id, const std::string& holder);
+// The fence of a live session's writes: fails with kLeaseLost unless
+// `holder` holds the lease of `session_id` (expired or not: nobody else took
+// it). On PostgreSQL the lease row stays share-locked until the transaction
+// ends, so a host taking the lease over waits for this write to commit and
+// then reads the log with it.
+inline constexpr const char* kLeaseLost = "lease_lost";
+Status CheckLease(store::Tx& tx, const std::string& session_id, const std::string& holder);
 // Who holds the lease of a session, if anyone holds a valid one.
 Result<std::optional<std::string>> LeaseHolder(store::Tx& tx, const std::string& session_id, int64_t now);
 

@@ -210,9 +210,11 @@ PreparedAppend PrepareAppend(std::vector<EventDraft> drafts) {
 // Every check (drafts, the session) comes before the first write: appends
 // run without a savepoint of their own (JobIsolation::kFailsBeforeWriting),
 // so after a write only a storage failure may end this with an error.
-Result<std::vector<Event>> AppendTx(Tx& tx, const std::string& id, PreparedAppend& append, int64_t now) {
+Result<std::vector<Event>> AppendTx(Tx& tx, const std::string& id, PreparedAppend& append, int64_t now,
+                                    const SessionStore::FenceFn& fence = nullptr) {
   DSH_RETURN_IF_ERROR(append.status);
   DSH_ASSIGN_OR_RETURN(EventKeys keys, SessionKeys(tx, id, RowLock::kLock));
+  if (fence) DSH_RETURN_IF_ERROR(fence(tx));
   int64_t seq = keys.last_seq;
   int64_t tail = keys.recent_tail;
   for (size_t i = 0; i < append.drafts.size(); ++i) {
@@ -657,7 +659,7 @@ void SessionStore::AppendAsync(std::string id, std::vector<EventDraft> events, C
 }
 
 void SessionStore::AppendWithAsync(std::string id, std::vector<EventDraft> events, AlsoFn also,
-                                   Callback<std::vector<Event>> done) {
+                                   Callback<std::vector<Event>> done, FenceFn fence) {
   size_t n = events.size();
   auto published = Published(id, std::move(done));
   // AppendTx checks everything (drafts, the session) before its first write,
@@ -665,9 +667,9 @@ void SessionStore::AppendWithAsync(std::string id, std::vector<EventDraft> event
   // writing, so with it the append keeps one.
   auto isolation = also ? store::JobIsolation::kSavepoint : store::JobIsolation::kFailsBeforeWriting;
   WriteAsync<std::vector<Event>>(
-      [this, id = std::move(id), append = PrepareAppend(std::move(events)), also = std::move(also)](Tx& tx) mutable
-      -> Result<std::vector<Event>> {
-        DSH_ASSIGN_OR_RETURN(auto stored, AppendTx(tx, id, append, ToUnixMillis(clock_.Now())));
+      [this, id = std::move(id), append = PrepareAppend(std::move(events)), also = std::move(also),
+       fence = std::move(fence)](Tx& tx) mutable -> Result<std::vector<Event>> {
+        DSH_ASSIGN_OR_RETURN(auto stored, AppendTx(tx, id, append, ToUnixMillis(clock_.Now()), fence));
         Status rest = also ? also(tx, stored) : Status::Ok();
         // Streams of this session on other hosts read the new events.
         if (rest.ok()) rest = tx.Notify(kEventsChannel, id);

@@ -72,9 +72,14 @@ class SessionStore {
   // Like AppendAsync, and runs `also` in the same transaction after the
   // events were inserted: both commit or neither does (an error from `also`
   // fails the append). Used to consume inbox messages exactly once.
+  //
+  // `fence`, when given, runs first, once the session's row is locked and
+  // before anything is written; its error fails the append without writing.
+  // The agent checks there that it still holds the session's lease.
   using AlsoFn = std::function<Status(store::Tx&, const std::vector<Event>&)>;
+  using FenceFn = std::function<Status(store::Tx&)>;
   void AppendWithAsync(std::string session_id, std::vector<EventDraft> events, AlsoFn also,
-                       Callback<std::vector<Event>> done);
+                       Callback<std::vector<Event>> done, FenceFn fence = nullptr);
 
   // The hub this store publishes to (nullptr when none): the agents publish
   // their model deltas there too.

@@ -177,7 +177,7 @@ std::array<Value, 8> DeliveryValues(const Source& s, const std::optional<Started
           OptValue(s.loop_id),
           OptValue(s.nominal_at),
           OptValue(s.schedule_id),
-          started ? kRunning : kPending,
+          kPending,  // running is read from the seq (OutcomeFromRow)
           started ? Value(started->seq) : Value(nullptr),
           started ? Value(started->at) : Value(nullptr),
           int64_t{0}};
@@ -262,8 +262,10 @@ Result<int64_t> TurnStarted(Tx& tx, const std::vector<session::Event>& stored) {
     auto id = e.data.find("message_id");
     if (id == e.data.end() || !id->is_string()) continue;
     const std::string& message_id = id->get_ref<const std::string&>();
-    DSH_ASSIGN_OR_RETURN(int64_t n, tx.Exec("UPDATE inbox SET status = 'running', seq = ?, started_at = ?"
-                                            " WHERE message_id = ? AND status = 'pending'",
+    // Only columns no index holds nor names in its predicate: SQLite then
+    // rewrites the row alone, and PostgreSQL can update it in place (HOT).
+    DSH_ASSIGN_OR_RETURN(int64_t n, tx.Exec("UPDATE inbox SET seq = ?, started_at = ?"
+                                            " WHERE message_id = ? AND status = 'pending' AND seq IS NULL",
                                             {e.seq, e.at, std::string_view(message_id)}));
     changed += n;
   }
@@ -366,6 +368,8 @@ std::optional<Outcome> OutcomeFromRow(const Row& row, int col) {
   if (row.IsNull(col)) return std::nullopt;
   Outcome o;
   o.status = row.String(col);
+  // Stored `pending` until the turn ends; the turn's start set its seq.
+  if (o.status == kPending && !row.IsNull(col + 4)) o.status = std::string(kRunning);
   o.error_code = row.OptString(col + 1);
   o.error_message = row.OptString(col + 2);
   o.session_id = row.OptString(col + 3);

@@ -34,7 +34,8 @@ namespace dsh::agent::activity {
 //
 // The columns are written with the facts they record: the inbox insert of
 // the delivery (status `pending`), the append of its `message/user` event
-// (`running`, with its seq) and the append of the `turn/end` that consumed
+// (its seq and start: the item reads as `running` while the stored status
+// is still `pending`) and the append of the `turn/end` that consumed
 // it (`completed` | `error` | `cancelled`, with the turn's error, times,
 // tokens and summary, in the statement that consumes it). A delivery that
 // failed (no message) is a consumed row without text, `none` with its
@@ -92,7 +93,8 @@ Status DeliveryFailed(store::Tx& tx, const Source& source, const std::optional<s
 Status Superseded(store::Tx& tx, const std::string& key);
 
 // The `message/user` events among `stored` started a turn (or joined one):
-// their rows become `running` with the event's seq. Returns the rows changed.
+// their rows take the event's seq and time (and read as `running`). Returns
+// the rows changed.
 Result<int64_t> TurnStarted(store::Tx& tx, const std::vector<session::Event>& stored);
 
 // How a turn ended, for the rows of the messages it consumed.

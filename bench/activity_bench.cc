@@ -133,7 +133,7 @@ void Fill(store::Database& db, session::SessionStore& sessions, const Args& args
         end.input_tokens = 1200;
         end.output_tokens = 80;
         end.summary = failed ? "connection refused" : "All partitions are below 80%.";
-        DSH_RETURN_IF_ERROR(activity::TurnEnded(tx, {message_id}, end.ended_at, end).status());
+        DSH_RETURN_IF_ERROR(activity::TurnEnded(tx, {{m.num, message_id}}, end.ended_at, end).status());
       }
       return Status::Ok();
     });

@@ -255,18 +255,20 @@ Status Superseded(Tx& tx, const std::string& key) {
   return AddUnread(tx, std::nullopt, -unread);
 }
 
-Result<int64_t> TurnStarted(Tx& tx, const std::vector<session::Event>& stored) {
+Result<int64_t> TurnStarted(Tx& tx, const std::vector<session::Event>& stored, const std::vector<MessageRef>& taken) {
   int64_t changed = 0;
   for (const auto& e : stored) {
     if (e.type != session::event_types::kUserMessage) continue;
     auto id = e.data.find("message_id");
     if (id == e.data.end() || !id->is_string()) continue;
-    const std::string& message_id = id->get_ref<const std::string&>();
+    auto m = std::find_if(taken.begin(), taken.end(),
+                          [&](const MessageRef& r) { return r.message_id == id->get_ref<const std::string&>(); });
+    if (m == taken.end()) continue;
     // Only columns no index holds nor names in its predicate: SQLite then
     // rewrites the row alone, and PostgreSQL can update it in place (HOT).
     DSH_ASSIGN_OR_RETURN(int64_t n, tx.Exec("UPDATE inbox SET seq = ?, started_at = ?"
-                                            " WHERE message_id = ? AND status = 'pending' AND seq IS NULL",
-                                            {e.seq, e.at, std::string_view(message_id)}));
+                                            " WHERE num = ? AND status = 'pending' AND seq IS NULL",
+                                            {e.seq, e.at, m->num}));
     changed += n;
   }
   return changed;
@@ -290,7 +292,7 @@ std::string Summary(std::string_view text) {
   return std::string(text.substr(0, cut)) + "…";
 }
 
-Result<int64_t> TurnEnded(Tx& tx, const std::vector<std::string>& message_ids, int64_t now, const TurnEnd& end,
+Result<int64_t> TurnEnded(Tx& tx, const std::vector<MessageRef>& messages, int64_t now, const TurnEnd& end,
                           outbox::SubscriptionSource* webhooks) {
   // A plain message (kind NULL) is only consumed; an item also takes its
   // outcome. One statement per message: the consumption's check is per
@@ -308,13 +310,13 @@ Result<int64_t> TurnEnded(Tx& tx, const std::vector<std::string>& message_ids, i
              {"summary", "TEXT"}}) {
       set += std::string(", ") + c + " = CASE WHEN kind IS NULL THEN NULL ELSE CAST(? AS " + type + ") END";
     }
-    return set + " WHERE message_id = ? AND consumed_at IS NULL RETURNING kind";
+    return set + " WHERE num = ? AND consumed_at IS NULL RETURNING kind";
   }();
   static const std::string kSetReturningRuns = kSet + ", " + ItemColumns();
   auto subs = Wanting(webhooks, {"loop.run.completed", "loop.run.failed"});
   std::vector<Item> runs;
   int64_t changed = 0;
-  for (const std::string& id : message_ids) {
+  for (const MessageRef& m : messages) {
     std::array<Value, 9> params = {now,
                                    std::string_view(end.status),
                                    OptValue(end.error_code),
@@ -323,7 +325,7 @@ Result<int64_t> TurnEnded(Tx& tx, const std::vector<std::string>& message_ids, i
                                    OptValue(end.input_tokens),
                                    OptValue(end.output_tokens),
                                    std::string_view(end.summary),
-                                   std::string_view(id)};
+                                   m.num};
     bool consumed = false;
     DSH_RETURN_IF_ERROR(tx.Query(subs ? kSetReturningRuns : kSet, params, [&](const Row& row) {
       consumed = true;
@@ -332,7 +334,7 @@ Result<int64_t> TurnEnded(Tx& tx, const std::vector<std::string>& message_ids, i
       if (subs && row.Text(0) == "loop_run") runs.push_back(ItemFromRow(row, 1));
       return Status::Ok();
     }));
-    if (!consumed) return Status(codes::kConflict, "message " + id + " was already taken by another turn");
+    if (!consumed) return Status(codes::kConflict, "message " + m.message_id + " was already taken by another turn");
   }
   for (const Item& item : runs) {
     std::string_view event = end.status == kError ? "loop.run.failed" : "loop.run.completed";

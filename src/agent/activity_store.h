@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/message_ref.h"
 #include "agent/outbox.h"
 #include "base/json.h"
 #include "base/status.h"
@@ -93,9 +94,10 @@ Status DeliveryFailed(store::Tx& tx, const Source& source, const std::optional<s
 Status Superseded(store::Tx& tx, const std::string& key);
 
 // The `message/user` events among `stored` started a turn (or joined one):
-// their rows take the event's seq and time (and read as `running`). Returns
-// the rows changed.
-Result<int64_t> TurnStarted(store::Tx& tx, const std::vector<session::Event>& stored);
+// their rows (those of `taken` with the event's message id) take the
+// event's seq and time (and read as `running`). Returns the rows changed.
+Result<int64_t> TurnStarted(store::Tx& tx, const std::vector<session::Event>& stored,
+                            const std::vector<MessageRef>& taken);
 
 // How a turn ended, for the rows of the messages it consumed.
 struct TurnEnd {
@@ -116,7 +118,7 @@ std::string Summary(std::string_view text);
 // `conflict` when one was consumed already) and gives the items among them
 // the turn's outcome; returns how many were items. A loop run's item sends
 // `loop.run.completed` (completed, cancelled) or `loop.run.failed` (error).
-Result<int64_t> TurnEnded(store::Tx& tx, const std::vector<std::string>& message_ids, int64_t now,
+Result<int64_t> TurnEnded(store::Tx& tx, const std::vector<MessageRef>& messages, int64_t now,
                           const TurnEnd& end, outbox::SubscriptionSource* webhooks = nullptr);
 
 // The outcome of one delivery as recorded.

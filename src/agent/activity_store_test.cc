@@ -255,7 +255,7 @@ TEST_P(ActivityStoreTest, UnreadCountsFollowEveryChangeOfReadState) {
   EXPECT_EQ(kept(), counted());
   // Retention takes unread items out of the counts too.
   ASSERT_TRUE(db_->WriteSync([](store::Tx& tx) {
-                   return TurnEnded(tx, {"m1", "m3", "m5"}, 0, TurnEnd{"completed", {}, {}, 150, {}, {}, "ok"}).status();
+                   return TurnEnded(tx, agent::testing::Refs(tx, {"m1", "m3", "m5"}), 0, TurnEnd{"completed", {}, {}, 150, {}, {}, "ok"}).status();
                  }).ok());
   store::PruneTask task = PruneTask(1000);
   ASSERT_TRUE(db_->WriteValue<store::PruneSlice>([&](store::Tx& tx) { return task.slice(tx, 1104, 100); }).ok());
@@ -277,7 +277,7 @@ TEST_P(ActivityStoreTest, RetentionDeletesOldFinishedItemsOnly) {
                    DSH_RETURN_IF_ERROR(agent::testing::Deliver(tx, Source{"agent_message", {}, {}, {}}, "s", "m_pending", std::nullopt, 100));
                    DSH_RETURN_IF_ERROR(agent::testing::Deliver(tx, Source{"agent_message", {}, {}, {}}, "s", "m_new", std::nullopt, 5000));
                    TurnEnd end{"completed", {}, {}, 200, {}, {}, "ok"};
-                   DSH_RETURN_IF_ERROR(TurnEnded(tx, {"m_old", "m_new"}, 0, end).status());
+                   DSH_RETURN_IF_ERROR(TurnEnded(tx, agent::testing::Refs(tx, {"m_old", "m_new"}), 0, end).status());
                    return Status::Ok();
                  }).ok());
   store::PruneTask task = PruneTask(1000);

@@ -131,7 +131,7 @@ void Agent::Start(std::vector<InboxMessage> pending) {
     std::vector<InboxMessage> rest;
     for (auto& m : pending) {
       if (in_log.count(m.message_id)) {
-        if (self->known_.insert(m.message_id).second) self->taken_.push_back(m.message_id);
+        if (self->known_.insert(m.message_id).second) self->taken_.push_back({m.num, m.message_id});
       } else {
         rest.push_back(std::move(m));
       }
@@ -139,7 +139,7 @@ void Agent::Start(std::vector<InboxMessage> pending) {
     // Messages enqueued before Start ran may include the cut turn's own.
     for (auto it = self->pending_.begin(); it != self->pending_.end();) {
       if (in_log.count(it->message_id)) {
-        self->taken_.push_back(it->message_id);
+        self->taken_.push_back({it->num, it->message_id});
         it = self->pending_.erase(it);
       } else {
         ++it;
@@ -308,7 +308,7 @@ void Agent::Deliver(InboxMessage message, std::optional<std::string> key, std::f
       if (r.ok()) {
         self->NoteActivity(*activity_rows);
         self->events_.insert(self->events_.end(), r->begin(), r->end());
-        self->taken_.push_back(msg->message_id);
+        self->taken_.push_back({msg->num, msg->message_id});
         return self->Step();
       }
       self->running_ = false;
@@ -344,7 +344,7 @@ void Agent::BeginTurn(std::vector<InboxMessage> taken, std::vector<EventDraft> d
   steps_ = 0;
   turn_refusal_.reset();
   turn_started_ = manager_.clock_.MonotonicNow();
-  for (const auto& m : taken) taken_.push_back(m.message_id);
+  for (const auto& m : taken) taken_.push_back({m.num, m.message_id});
   Append(std::move(drafts), {}, [this, taken = std::move(taken)](Result<Events> r) mutable {
     if (!r.ok()) {
       spdlog::error("session {}: could not start a turn: {}", header_.id, r.status().ToString());
@@ -395,7 +395,7 @@ std::vector<EventDraft> Agent::TakeSteers() {
   for (auto it = pending_.begin(); it != pending_.end();) {
     if (it->mode == DeliveryMode::kSteer) {
       drafts.push_back(UserDraft(*it));
-      taken_.push_back(it->message_id);
+      taken_.push_back({it->num, it->message_id});
       it = pending_.erase(it);
     } else {
       ++it;
@@ -842,7 +842,7 @@ std::optional<std::string> Agent::TurnClientZone() const {
   return std::nullopt;
 }
 
-void Agent::Append(std::vector<EventDraft> drafts, std::vector<std::string> consume,
+void Agent::Append(std::vector<EventDraft> drafts, std::vector<MessageRef> consume,
                    std::function<void(Result<Events>)> next, std::optional<activity::TurnEnd> end) {
   bool record = manager_.options_.record_activity;
   bool starts = record && std::any_of(drafts.begin(), drafts.end(),
@@ -855,12 +855,15 @@ void Agent::Append(std::vector<EventDraft> drafts, std::vector<std::string> cons
   auto activity_rows = std::make_shared<int64_t>(0);
   if (!consume.empty() || starts || asks) {
     int64_t now = ToUnixMillis(manager_.clock_.Now());
-    also = [consume = std::move(consume), now, starts, end = std::move(end), activity_rows, webhooks, asks,
-            session_id = header_.id](store::Tx& tx, const Events& stored) -> Status {
+    // The messages of the user events among the drafts are among those
+    // the turn took.
+    std::vector<MessageRef> starting = starts ? taken_ : std::vector<MessageRef>{};
+    also = [consume = std::move(consume), now, starting = std::move(starting), end = std::move(end), activity_rows,
+            webhooks, asks, session_id = header_.id](store::Tx& tx, const Events& stored) -> Status {
       // Assigned once at the end: a contended job runs again (store::Database).
       int64_t rows = 0;
-      if (starts) {
-        DSH_ASSIGN_OR_RETURN(rows, activity::TurnStarted(tx, stored));
+      if (!starting.empty()) {
+        DSH_ASSIGN_OR_RETURN(rows, activity::TurnStarted(tx, stored, starting));
       }
       if (!consume.empty() && end) {
         DSH_ASSIGN_OR_RETURN(int64_t ended, activity::TurnEnded(tx, consume, now, *end, webhooks));

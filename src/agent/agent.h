@@ -133,7 +133,7 @@ class Agent : public std::enable_shared_from_this<Agent> {
   // transaction, recording `end` as their activity outcome), then runs
   // `next` on the strand with the stored events. User messages among the
   // drafts start their activity rows' turn in the same transaction.
-  void Append(std::vector<session::EventDraft> drafts, std::vector<std::string> consume,
+  void Append(std::vector<session::EventDraft> drafts, std::vector<MessageRef> consume,
               std::function<void(Result<Events>)> next, std::optional<activity::TurnEnd> end = std::nullopt);
   void AppendWith(std::vector<session::EventDraft> drafts, session::SessionStore::AlsoFn also,
                   std::function<void(Result<Events>)> next);
@@ -171,7 +171,7 @@ class Agent : public std::enable_shared_from_this<Agent> {
 
   std::deque<InboxMessage> pending_;  // not yet taken by a turn, in num order
   std::set<std::string> known_;       // message ids pending or taken
-  std::vector<std::string> taken_;    // message ids the running turn took
+  std::vector<MessageRef> taken_;  // the messages the running turn took
   bool started_ = false;  // Start() ran; until then no turn starts (a cut turn is continued first)
   bool running_ = false;
   bool maintenance_ = false;

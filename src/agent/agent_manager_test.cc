@@ -537,7 +537,7 @@ void PutRows(store::Database& db, const std::string& session, int n, const std::
                     m.text = "t";
                     m.created_at = created_at;
                     DSH_RETURN_IF_ERROR(agent_store::Insert(tx, m, key_prefix + std::to_string(i)).status());
-                    if (consumed_at) DSH_RETURN_IF_ERROR(agent_store::Consume(tx, {m.message_id}, *consumed_at));
+                    if (consumed_at) DSH_RETURN_IF_ERROR(agent_store::Consume(tx, {{m.num, m.message_id}}, *consumed_at));
                   }
                   return Status::Ok();
                 }).ok());

@@ -197,12 +197,13 @@ Result<std::vector<InboxMessage>> Pending(Tx& tx, const std::string& session_id)
   return out;
 }
 
-Status Consume(Tx& tx, const std::vector<std::string>& message_ids, int64_t now) {
-  for (const auto& id : message_ids) {
-    DSH_ASSIGN_OR_RETURN(int64_t changed,
-                         tx.Exec("UPDATE inbox SET consumed_at = ? WHERE message_id = ? AND consumed_at IS NULL",
-                                 {now, std::string_view(id)}));
-    if (changed != 1) return Status(codes::kConflict, "message " + id + " was already taken by another turn");
+Status Consume(Tx& tx, const std::vector<MessageRef>& messages, int64_t now) {
+  for (const auto& m : messages) {
+    DSH_ASSIGN_OR_RETURN(int64_t changed, tx.Exec("UPDATE inbox SET consumed_at = ? WHERE num = ? AND consumed_at IS NULL",
+                                                  {now, m.num}));
+    if (changed != 1) {
+      return Status(codes::kConflict, "message " + m.message_id + " was already taken by another turn");
+    }
   }
   return Status::Ok();
 }

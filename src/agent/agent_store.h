@@ -76,7 +76,7 @@ Result<std::vector<InboxMessage>> Pending(store::Tx& tx, const std::string& sess
 
 // Marks messages consumed; `conflict` when one of them was consumed already
 // (another host ran the session: the caller's transaction must fail).
-Status Consume(store::Tx& tx, const std::vector<std::string>& message_ids, int64_t now);
+Status Consume(store::Tx& tx, const std::vector<MessageRef>& messages, int64_t now);
 
 // Retention (docs/AGENTS.md, "How long a key holds"): deletes up to
 // `max_rows` inbox rows consumed before `consumed_before` (Unix ms), oldest

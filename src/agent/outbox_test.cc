@@ -59,7 +59,7 @@ TEST_P(OutboxTest, ALoopRunWritesOneMessagePerEndpointForEachOfItsFacts) {
               }).ok());
   activity::TurnEnd end{"error", std::string("model_unavailable"), std::string("the model did not answer"), 50,
                         int64_t{120}, int64_t{8}, "the model did not answer"};
-  ASSERT_TRUE(Write([&](store::Tx& tx) { return activity::TurnEnded(tx, {"msg_1"}, 0, end, &source_).status(); }).ok());
+  ASSERT_TRUE(Write([&](store::Tx& tx) { return activity::TurnEnded(tx, agent::testing::Refs(tx, {"msg_1"}), 0, end, &source_).status(); }).ok());
 
   std::vector<Message> all = All();
   ASSERT_EQ(all.size(), 3u);
@@ -86,7 +86,7 @@ TEST_P(OutboxTest, ALoopRunWritesOneMessagePerEndpointForEachOfItsFacts) {
 
   // A second end of the same message (another host's turn took it) is a
   // conflict and writes nothing.
-  Status again = Write([&](store::Tx& tx) { return activity::TurnEnded(tx, {"msg_1"}, 0, end, &source_).status(); });
+  Status again = Write([&](store::Tx& tx) { return activity::TurnEnded(tx, agent::testing::Refs(tx, {"msg_1"}), 0, end, &source_).status(); });
   EXPECT_EQ(again.code(), codes::kConflict) << again.ToString();
   EXPECT_EQ(All().size(), 3u);
 
@@ -111,7 +111,7 @@ TEST_P(OutboxTest, AFailedDeliveryIsAFailedRunAndItsRetryAnotherFact) {
                 return agent::testing::Deliver(tx, kLoopRun, "ses_a", "msg_1", key, 7, std::nullopt, &source_);
               }).ok());
   activity::TurnEnd end{"completed", std::nullopt, std::nullopt, 50, std::nullopt, std::nullopt, "Done."};
-  ASSERT_TRUE(Write([&](store::Tx& tx) { return activity::TurnEnded(tx, {"msg_1"}, 0, end, &source_).status(); }).ok());
+  ASSERT_TRUE(Write([&](store::Tx& tx) { return activity::TurnEnded(tx, agent::testing::Refs(tx, {"msg_1"}), 0, end, &source_).status(); }).ok());
   std::vector<Message> all = All();
   ASSERT_EQ(all.size(), 2u);
   EXPECT_EQ(all[0].event, "loop.run.failed");

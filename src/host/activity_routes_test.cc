@@ -50,7 +50,7 @@ class ActivityRoutesTest : public ::testing::TestWithParam<std::string> {
       end.error_code = "model_error";
       end.error_message = summary;
     }
-    ASSERT_TRUE(db_->WriteSync([&](store::Tx& tx) { return activity::TurnEnded(tx, {message_id}, 2000, end).status(); }).ok());
+    ASSERT_TRUE(db_->WriteSync([&](store::Tx& tx) { return activity::TurnEnded(tx, agent::testing::Refs(tx, {message_id}), 2000, end).status(); }).ok());
   }
 
   Result<HttpRouteResponse> Call(const std::string& method, const std::string& pattern,

@@ -292,7 +292,7 @@ TEST(HostRetention, AStartedHostPrunesOldConsumedInboxRowsInTheBackground) {
         m.text = "t";
         m.created_at = now - 3 * 86'400'000;
         DSH_RETURN_IF_ERROR(agent::agent_store::Insert(tx, m, std::nullopt).status());
-        DSH_RETURN_IF_ERROR(agent::agent_store::Consume(tx, {m.message_id}, now - (i < 15 ? 2 : 0) * 86'400'000));
+        DSH_RETURN_IF_ERROR(agent::agent_store::Consume(tx, {{m.num, m.message_id}}, now - (i < 15 ? 2 : 0) * 86'400'000));
       }
       return Status::Ok();
     }).ok());

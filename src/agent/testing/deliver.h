@@ -39,4 +39,19 @@ inline Status Deliver(store::Tx& tx, const activity::Source& source, const std::
   return agent_store::Insert(tx, m, key, started, webhooks).status();
 }
 
+// The inbox rows of `message_ids` as a turn that took them holds them (num
+// 0 for an id with no row, which no statement finds).
+inline std::vector<MessageRef> Refs(store::Tx& tx, const std::vector<std::string>& message_ids) {
+  std::vector<MessageRef> refs;
+  for (const std::string& id : message_ids) {
+    MessageRef ref{0, id};
+    (void)tx.Query("SELECT num FROM inbox WHERE message_id = ?", {std::string_view(id)}, [&](const store::Row& row) {
+      ref.num = row.Int(0);
+      return Status::Ok();
+    });
+    refs.push_back(std::move(ref));
+  }
+  return refs;
+}
+
 }  // namespace dsh::agent::testing

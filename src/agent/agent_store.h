@@ -66,7 +66,7 @@ struct Inserted {
 // message's id and inserts nothing, unless that key's row is a failed
 // delivery's item, which becomes this message. A message with `activity`
 // is also an item (activity::Delivered); `started`: its user event was
-// appended in this transaction.
+// appended in this transaction (so the session is not looked up again).
 Result<Inserted> Insert(store::Tx& tx, InboxMessage& message, const std::optional<std::string>& key,
                         std::optional<activity::Started> started = std::nullopt,
                         outbox::SubscriptionSource* webhooks = nullptr);

@@ -31,7 +31,7 @@ int HttpStatusFor(const std::string& code) {
       {"method_not_allowed", 405},
       // The request is fine but the state is not (retry later or elsewhere).
       {"already_exists", 409}, {"conflict", 409}, {"duplicate_key", 409}, {"session_busy", 409},
-      {"agent_busy", 409}, {"not_live", 409},
+      {"agent_busy", 409}, {"not_live", 409}, {"lease_lost", 409},
       {"payload_too_large", 413}, {"upgrade_required", 426}, {"model_rate_limited", 429},
       // The model provider failed.
       {"model_error", 502}, {"model_bad_response", 502}, {"model_timeout", 504},

@@ -228,6 +228,10 @@ session::SessionStore::FenceFn Agent::LeaseFence() const {
   };
 }
 
+void Agent::LoseLease() {
+  boost::asio::post(strand_, [self = shared_from_this()] { self->LeaseLost(); });
+}
+
 void Agent::LeaseLost() {
   if (stopping_) return;
   spdlog::warn("session {}: lease lost to another host; stopping its agent", header_.id);

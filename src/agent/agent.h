@@ -74,6 +74,9 @@ class Agent : public std::enable_shared_from_this<Agent> {
   // callback of its is outstanding. `only_if_idle`: do nothing unless idle
   // with nothing pending (eviction); returns through `done(true)` if stopping.
   void Stop(bool only_if_idle, std::function<void(bool stopping)> done);
+  // Another host holds the session's lease now (found by a renewal or by a
+  // fenced write, whichever comes first): stops, saying so once.
+  void LoseLease();
 
   const std::string& session_id() const { return header_.id; }
   AgentStatus status() const { return running_flag_.load() ? AgentStatus::kRunning : AgentStatus::kIdle; }
@@ -155,8 +158,8 @@ class Agent : public std::enable_shared_from_this<Agent> {
   // What every append of the agent checks first: that this host still holds
   // the session's lease (agent_store::CheckLease).
   session::SessionStore::FenceFn LeaseFence() const;
-  // On the strand, after a write failed with kLeaseLost: another host runs
-  // the session now and carries on from its log; this agent stops.
+  // LoseLease on the strand: another host runs the session now and carries
+  // on from its log.
   void LeaseLost();
 
   AgentManager& manager_;

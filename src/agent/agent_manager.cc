@@ -569,8 +569,7 @@ void AgentManager::Sweep() {
           }
         } else {
           last_renewed_ok_ms_ = renewed_at;
-          for (auto& a : *lost) spdlog::warn("session {}: lease lost to another host; stopping its agent", a->session_id());
-          StopAgents(std::move(*lost), /*only_if_idle=*/false);
+          for (auto& a : *lost) a->LoseLease();
         }
         PollInbox();
       });

@@ -239,6 +239,13 @@ void Agent::LeaseLost() {
   Halted();
 }
 
+void Agent::LogFailedWrite(std::string_view what, const Status& status) const {
+  // A lost lease was said once, by LeaseLost: the agent stops, and the
+  // session's new owner carries the turn on.
+  if (status.code() == agent_store::kLeaseLost) return;
+  spdlog::error("session {}: could not {}: {}", header_.id, what, status.ToString());
+}
+
 void Agent::MaybeStartTurn() {
   if (!started_ || running_ || maintenance_ || stopping_) return;
   bool wake = false;
@@ -351,7 +358,7 @@ void Agent::BeginTurn(std::vector<InboxMessage> taken, std::vector<EventDraft> d
   for (const auto& m : taken) taken_.push_back({m.num, m.message_id});
   Append(std::move(drafts), {}, [this, taken = std::move(taken)](Result<Events> r) mutable {
     if (!r.ok()) {
-      spdlog::error("session {}: could not start a turn: {}", header_.id, r.status().ToString());
+      LogFailedWrite("start a turn", r.status());
       // The messages are still pending in the inbox; a later wakeup retries them.
       taken_.clear();
       for (auto it = taken.rbegin(); it != taken.rend(); ++it) pending_.push_front(std::move(*it));
@@ -660,7 +667,7 @@ void Agent::EndTurn(Status error, std::vector<EventDraft> drafts) {
   bool completed = error.ok();
   manager_.CountTurn(RouteName(), completed, manager_.clock_.MonotonicNow() - turn_started_);
   auto next = [this, completed](Result<Events> r) {
-    if (!r.ok()) spdlog::error("session {}: could not record the end of a turn: {}", header_.id, r.status().ToString());
+    if (!r.ok()) LogFailedWrite("record the end of a turn", r.status());
     cancel_.reset();
     running_ = false;
     running_flag_ = false;

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -161,6 +162,9 @@ class Agent : public std::enable_shared_from_this<Agent> {
   // LoseLease on the strand: another host runs the session now and carries
   // on from its log.
   void LeaseLost();
+  // Logs a failed write of the turn's (`what`: "start a turn"), except a
+  // lost lease, which LeaseLost has said.
+  void LogFailedWrite(std::string_view what, const Status& status) const;
 
   AgentManager& manager_;
   boost::asio::strand<boost::asio::io_context::executor_type> strand_;

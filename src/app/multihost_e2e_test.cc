@@ -46,6 +46,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -515,16 +516,24 @@ void CheckLiveSamples(const Fleet& fleet, const std::vector<StatusRound>& rounds
 // Lines no host may log in this run: each means a session's agent stopped
 // for another reason than its process dying (lease lost or expired), or an
 // agent could not commit a turn's start or end (another host's commit got
-// there first, or the database failed).
-void CheckHostLogs(const Fleet& fleet, int* continued_turns) {
+// there first, or the database failed). The runs of `losing_slot` may lose
+// leases to another host (they were frozen past them): their "lease lost"
+// lines are counted in `leases_lost` instead.
+void CheckHostLogs(const Fleet& fleet, int* continued_turns, int losing_slot = -1, int* leases_lost = nullptr) {
+  static const std::string kLost = "lease lost to another host";
   static const std::vector<std::string> kForbidden = {
-      "lease lost to another host", "session leases expired without renewal",
-      "could not record the end of a turn", "could not start a turn", "could not renew session leases"};
+      kLost, "session leases expired without renewal", "could not record the end of a turn", "could not start a turn",
+      "could not renew session leases"};
+  const std::string losing = "host " + std::to_string(losing_slot) + " ";
   for (const auto& [name, log] : fleet.Logs()) {
     std::istringstream lines(log);
     std::string line;
     while (std::getline(lines, line)) {
       if (line.find("continuing a turn a stop interrupted") != std::string::npos) ++*continued_turns;
+      if (leases_lost != nullptr && name.starts_with(losing) && line.find(kLost) != std::string::npos) {
+        ++*leases_lost;
+        continue;
+      }
       for (const std::string& f : kForbidden) {
         if (line.find(f) != std::string::npos) ADD_FAILURE() << name << " logged: " << line;
       }
@@ -1025,19 +1034,33 @@ TEST(MultiHostE2E, ThreeHostsOnOnePostgresDeliverEveryOccurrenceOnceThroughRando
   if (!::testing::Test::HasFailure()) store::testing::PgTestServer::DropDatabase(db);
 }
 
-// Issue 32's acceptance test: one frozen host must not freeze the others.
+// Issue 32's acceptance tests: one frozen host must not freeze the others.
 // Three hosts on one database, each sending messages to three sessions live
 // on it (its own writes: inbox rows, turns, appends) while loops deliver into
-// host 0's sessions; host 2 is stopped with SIGSTOP for 8 s at random
-// moments, five times, and continued with SIGCONT. While it is frozen —
-// possibly in the middle of a transaction, holding the rows of that write —
-// hosts 0 and 1 acknowledge every message within 2 s; afterwards host 2's
-// requests made while it was frozen complete, and every log holds each
-// acknowledged message exactly once, answered, with whole turns.
-TEST(MultiHostE2E, AFrozenHostHoldsUpNoOtherHostsWrites) {
-  constexpr int kFrozen = 2, kFreezes = 5, kSessionsPerHost = 3, kLoopsOnHost0 = 6, kFrozenWriters = 4;
-  constexpr auto kFreeze = 8s;
+// host 0's sessions; host 2 is stopped with SIGSTOP at random moments and
+// continued with SIGCONT. While it is frozen — possibly in the middle of a
+// transaction, holding the rows of that write — hosts 0 and 1 acknowledge
+// every message within 2 s; afterwards host 2's requests made while it was
+// frozen complete, and every log holds each acknowledged message exactly
+// once, answered, with whole turns.
+//
+// With `take_over`, each freeze outlasts the hosts' leases (`agents.lease`)
+// and a message for one of host 2's sessions goes in through host 0 during
+// it, so another host takes that session over while host 2 is frozen,
+// perhaps in the middle of appending to it. Host 2 wakes up, writes nothing
+// more to the sessions it lost (the lease fences every write of an agent)
+// and says so once per session ("lease lost to another host").
+struct FreezePlan {
+  int freezes = 5;
+  std::chrono::milliseconds freeze = 8s;
+  int lease_seconds = 0;  // `agents.lease` of every host; 0: the default (15 s)
+  bool take_over = false;
+};
+
+void RunFreezes(const FreezePlan& plan) {
+  constexpr int kFrozen = 2, kSessionsPerHost = 3, kLoopsOnHost0 = 6, kFrozenWriters = 4;
   constexpr auto kAckLimit = 2s;
+  const int kFreezes = plan.freezes;
   const unsigned seed = SeedFromEnvironment();
   std::printf("MultiHostE2E freeze seed %u (DSH_TEST_SEED=%u replays its times)\n", seed, seed);
   std::mt19937 rng(seed);
@@ -1048,7 +1071,14 @@ TEST(MultiHostE2E, AFrozenHostHoldsUpNoOtherHostsWrites) {
   dsh::testing::SlowEchoChatServer model(20ms);
   ASSERT_FALSE(model.base_url().empty());
   Fleet fleet(dir, db, model.base_url());
-  for (int slot = 0; slot < kHosts; ++slot) fleet.Spawn(slot);
+  for (int slot = 0; slot < kHosts; ++slot) {
+    if (plan.lease_seconds != 0) {
+      std::filesystem::create_directories(dir.File("home" + std::to_string(slot)));
+      std::ofstream(dir.File("home" + std::to_string(slot) + "/dsh.yml"))
+          << "agents:\n  lease: " << plan.lease_seconds << "\n";
+    }
+    fleet.Spawn(slot);
+  }
   for (int slot = 0; slot < kHosts; ++slot) ASSERT_TRUE(fleet.Listen(slot));
 
   // Each host's own sessions: made through it, and live on it from their
@@ -1082,7 +1112,19 @@ TEST(MultiHostE2E, AFrozenHostHoldsUpNoOtherHostsWrites) {
   bool stop = false;  // GUARDED_BY(mu)
   std::array<std::vector<Send>, kHosts> sends;  // GUARDED_BY(sends_mu) while the writers run
   std::vector<std::pair<int64_t, int64_t>> freezes;  // [SIGSTOP, SIGCONT] wall ms; the freezer's
+  std::vector<Send> taken_over;  // GUARDED_BY(sends_mu): sent through host 0 into host 2's sessions
   std::mutex sends_mu;
+  // One message through `slot` (`url`) into `session_id`, timed.
+  auto post = [](int slot, const std::string& url, const std::string& session_id, std::string text) {
+    Send s{slot, session_id, std::move(text)};
+    s.started_ms = WallMs();
+    Reply r = Api(url, "POST", "/api/sessions/" + s.session_id + "/messages", {{"message", s.text}}, 60s);
+    s.ended_ms = WallMs();
+    s.status = r.status;
+    s.error = r.error;
+    s.message_id = r.body.is_object() ? r.body.value("message_id", "") : "";
+    return s;
+  };
   std::vector<std::thread> writers;
   // Hosts 0 and 1 at the pace of a busy person; host 2 as fast as it
   // answers, from several callers, so that it is nearly always in the middle
@@ -1097,19 +1139,15 @@ TEST(MultiHostE2E, AFrozenHostHoldsUpNoOtherHostsWrites) {
           std::unique_lock lock(mu);
           if (cv.wait_for(lock, pace, [&] { return stop; })) return;
         }
-        Send s{slot, own[slot][n % kSessionsPerHost],
-               "writer " + std::to_string(w) + " of host " + std::to_string(slot) + " message " + std::to_string(n)};
-        s.started_ms = WallMs();
-        Reply r = Api(url, "POST", "/api/sessions/" + s.session_id + "/messages", {{"message", s.text}}, 60s);
-        s.ended_ms = WallMs();
-        s.status = r.status;
-        s.error = r.error;
-        s.message_id = r.body.is_object() ? r.body.value("message_id", "") : "";
+        Send s = post(slot, url, own[slot][n % kSessionsPerHost],
+                      "writer " + std::to_string(w) + " of host " + std::to_string(slot) + " message " +
+                          std::to_string(n));
         std::lock_guard lock(sends_mu);
         sends[slot].push_back(std::move(s));
       }
     });
   }
+  std::vector<std::thread> takers;  // the freezer's
   std::thread freezer([&, frng = std::mt19937(seed + 1)]() mutable {
     std::uniform_int_distribution<int> gap_ms(500, 2500);
     for (int i = 0; i < kFreezes; ++i) {
@@ -1119,9 +1157,21 @@ TEST(MultiHostE2E, AFrozenHostHoldsUpNoOtherHostsWrites) {
       }
       const int64_t from = WallMs();
       fleet.Freeze(kFrozen);
+      if (plan.take_over) {
+        // Into a session of host 2's through host 0: once host 2's lease on
+        // it has run out, a host that is up takes it over to run this turn.
+        // Its acknowledgement may wait for host 2's open write to that
+        // session (until SIGCONT), so it has no time limit.
+        takers.emplace_back([&, i, url = fleet.Url(0)] {
+          Send s = post(0, url, own[kFrozen][static_cast<size_t>(i) % kSessionsPerHost],
+                        "through host 0 into a session of host 2's, freeze " + std::to_string(i + 1));
+          std::lock_guard lock(sends_mu);
+          taken_over.push_back(std::move(s));
+        });
+      }
       {
         std::unique_lock lock(mu);
-        cv.wait_for(lock, kFreeze, [&] { return stop; });
+        cv.wait_for(lock, plan.freeze, [&] { return stop; });
       }
       fleet.Thaw(kFrozen);
       freezes.emplace_back(from, WallMs());
@@ -1135,6 +1185,13 @@ TEST(MultiHostE2E, AFrozenHostHoldsUpNoOtherHostsWrites) {
   }
   cv.notify_all();
   for (auto& w : writers) w.join();
+  for (auto& t : takers) t.join();
+  for (const Send& s : taken_over) {
+    EXPECT_EQ(s.status, 200) << s.text << ": " << s.error;
+    EXPECT_FALSE(s.message_id.empty()) << s.text;
+    std::printf("  %s: acknowledged in %lld ms\n", s.text.c_str(), static_cast<long long>(s.ended_ms - s.started_ms));
+  }
+  sends[kFrozen].insert(sends[kFrozen].end(), taken_over.begin(), taken_over.end());  // checked as host 2's below
 
   // Every message was acknowledged; those of the hosts that kept running
   // within kAckLimit, also (and above all) while host 2 was frozen.
@@ -1195,10 +1252,22 @@ TEST(MultiHostE2E, AFrozenHostHoldsUpNoOtherHostsWrites) {
       EXPECT_EQ(found, 1) << s.text << " (" << s.message_id << ") is in its session " << found << " times";
     }
   }
-  int continued_turns = 0;
-  CheckHostLogs(fleet, &continued_turns);
+  int continued_turns = 0, leases_lost = 0;
+  CheckHostLogs(fleet, &continued_turns, plan.take_over ? kFrozen : -1, &leases_lost);
+  std::printf("  turns continued after a stop: %d; leases host %d lost: %d\n", continued_turns, kFrozen, leases_lost);
+  if (plan.take_over) {
+    EXPECT_GE(leases_lost, 1) << "no session of host 2's was taken over while it was frozen";
+  }
   KeepEvidence(dir, seed, db);
   if (!::testing::Test::HasFailure()) store::testing::PgTestServer::DropDatabase(db);
+}
+
+TEST(MultiHostE2E, AFrozenHostHoldsUpNoOtherHostsWrites) { RunFreezes({}); }
+
+// Frozen for 6 s with leases of 3 s, three times: its sessions are taken
+// over, perhaps while it holds an open append to one of them.
+TEST(MultiHostE2E, AHostFrozenPastItsLeasesLosesItsSessionsAndWritesNothingMore) {
+  RunFreezes({.freezes = 3, .freeze = 6s, .lease_seconds = 3, .take_over = true});
 }
 
 }  // namespace

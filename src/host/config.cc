@@ -191,7 +191,7 @@ const Spec& RootSpec() {
                        {"start_timeout", Int(1, 3'600)},
                    }),
                    "a mapping of MCP server names to servers")}})},
-      {"agents", Map({{"idle_eviction", Int(1, 31'536'000)}, {"max_steps", Int(1, 10'000)}})},
+      {"agents", Map({{"idle_eviction", Int(1, 31'536'000)}, {"lease", Int(3, 3'600)}, {"max_steps", Int(1, 10'000)}})},
       {"tools", Map({{"approval_timeout", Int(1, 86'400)}, {"sandbox", Bool()}})},
       {"plugins", Map({{"loop", Map({{"enabled", Bool()}})},
                        {"sessions", Map({{"enabled", Bool()}})},
@@ -478,6 +478,7 @@ Config Decode(const YAML::Node& root) {
   }
   if (auto s = root["agents"]; s && s.IsMap()) {
     if (s["idle_eviction"]) c.agents.idle_eviction_seconds = s["idle_eviction"].as<int64_t>();
+    if (s["lease"]) c.agents.lease_seconds = s["lease"].as<int64_t>();
     if (s["max_steps"]) c.agents.max_steps = s["max_steps"].as<int64_t>();
   }
   if (auto s = root["plugins"]; s && s.IsMap()) {

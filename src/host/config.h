@@ -142,6 +142,7 @@ struct Config {
 
   struct Agents {
     int64_t idle_eviction_seconds = 600;  // `agents.idle_eviction` (seconds, >= 1)
+    int64_t lease_seconds = 15;           // `agents.lease` (3..3600): a live session's lease on this host
     int64_t max_steps = 50;               // `agents.max_steps` (1..10000)
   } agents;
 

@@ -37,6 +37,7 @@ TEST(Config, DefaultsWithoutAnyFile) {
   EXPECT_TRUE(c->workspaces.empty());
   EXPECT_TRUE(c->interface.global_session);
   EXPECT_EQ(c->agents.idle_eviction_seconds, 600);
+  EXPECT_EQ(c->agents.lease_seconds, 15);
   EXPECT_EQ(c->agents.max_steps, 50);
   EXPECT_TRUE(c->plugins.loop);
   EXPECT_TRUE(c->plugins.sessions);
@@ -382,6 +383,7 @@ interface:
   global_session: false
 agents:
   idle_eviction: 30
+  lease: 6
   max_steps: 7
 )";
 
@@ -438,6 +440,7 @@ TEST(Config, ReadsModelProvidersPresetsWorkspacesInterfaceAndAgents) {
 
   EXPECT_FALSE(c->interface.global_session);
   EXPECT_EQ(c->agents.idle_eviction_seconds, 30);
+  EXPECT_EQ(c->agents.lease_seconds, 6);
   EXPECT_EQ(c->agents.max_steps, 7);
 }
 
@@ -567,7 +570,9 @@ TEST(Config, ABadNewKeyValueNamesTheFileAndTheFullKeyPath) {
       {"agents:\n  max_steps: 0\n", "`agents.max_steps` must be an integer from 1 to 10000 (got \"0\")"},
       {"agents:\n  max_steps: 10001\n", "`agents.max_steps` must be an integer from 1 to 10000"},
       {"agents:\n  max_steps: ten\n", "`agents.max_steps` must be an integer"},
-      {"agents:\n  steps: 3\n", "unknown key `agents.steps` (known here: idle_eviction, max_steps)"},
+      {"agents:\n  lease: 2\n", "`agents.lease` must be an integer from 3 to 3600 (got \"2\")"},
+      {"agents:\n  lease: 3601\n", "`agents.lease` must be an integer from 3 to 3600"},
+      {"agents:\n  steps: 3\n", "unknown key `agents.steps` (known here: idle_eviction, lease, max_steps)"},
       {"plugins:\n  reminders: {enabled: true}\n",
        "unknown key `plugins.reminders` (known here: loop, schedule, sessions, time_context, workspace)"},
       {"plugins:\n  schedule: {enabled: true, every: 5}\n",

@@ -73,6 +73,7 @@ Result<std::unique_ptr<Host>> Host::Open(const HostOptions& options) {
 
   agent::AgentManagerOptions agent_options;
   agent_options.idle_eviction = std::chrono::seconds(host->config_.agents.idle_eviction_seconds);
+  agent_options.lease_ttl = std::chrono::seconds(host->config_.agents.lease_seconds);
   agent_options.max_steps = static_cast<int>(host->config_.agents.max_steps);
   agent_options.approval_timeout = std::chrono::seconds(host->config_.tools.approval_timeout_seconds);
   if (options.agent_options) agent_options = *options.agent_options;

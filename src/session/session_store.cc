@@ -216,23 +216,52 @@ Result<std::vector<Event>> AppendTx(Tx& tx, const std::string& id, PreparedAppen
   DSH_ASSIGN_OR_RETURN(EventKeys keys, SessionKeys(tx, id, RowLock::kLock));
   if (fence) DSH_RETURN_IF_ERROR(fence(tx));
   int64_t seq = keys.last_seq;
-  int64_t tail = keys.recent_tail;
-  for (size_t i = 0; i < append.drafts.size(); ++i) {
-    const EventDraft& d = append.drafts[i];
-    ++seq;
-    // Each row links to the session's previous one (see ReadRecentTx).
-    DSH_ASSIGN_OR_RETURN(tail, tx.Insert("INSERT INTO events_recent (session_num, seq, type, at, data, prev) "
+  if (tx.dialect() == store::Dialect::kPostgres) {
+    // Nothing here needs the server's answer (the session's row is locked,
+    // so no key can collide): the rows go with the next statement's round
+    // trip (Tx::ExecLater). Each row links to the one this connection
+    // inserted just before it, the first to the session's tail. That is
+    // currval of the ids' sequence, read in a SELECT (a subquery with a
+    // volatile function is not merged into the INSERT): in VALUES it would
+    // run after the row's own id default, which comes first in the table.
+    for (size_t i = 0; i < append.drafts.size(); ++i) {
+      const EventDraft& d = append.drafts[i];
+      ++seq;
+      if (i == 0) {
+        DSH_RETURN_IF_ERROR(tx.ExecLater("INSERT INTO events_recent (session_num, seq, type, at, data, prev) "
                                          "VALUES (?, ?, ?, ?, ?, ?)",
                                          {keys.num, seq, std::string_view(d.type), now,
-                                          std::string_view(append.data[i]), tail}));
-    DSH_RETURN_IF_ERROR(UpdateHeaderOf(tx, id, d));
+                                          std::string_view(append.data[i]), keys.recent_tail}));
+      } else {
+        DSH_RETURN_IF_ERROR(tx.ExecLater("INSERT INTO events_recent (session_num, seq, type, at, data, prev) "
+                                         "SELECT ?, ?, ?, ?, ?, currval('events_recent_id_seq')",
+                                         {keys.num, seq, std::string_view(d.type), now,
+                                          std::string_view(append.data[i])}));
+      }
+      DSH_RETURN_IF_ERROR(UpdateHeaderOf(tx, id, d));
+    }
+    DSH_RETURN_IF_ERROR(tx.ExecLater("UPDATE sessions SET last_seq = ?, recent_tail = currval('events_recent_id_seq'), "
+                                     "updated_at = GREATEST(updated_at, ?) WHERE num = ?",
+                                     {seq, now, keys.num}));
+  } else {
+    int64_t tail = keys.recent_tail;
+    for (size_t i = 0; i < append.drafts.size(); ++i) {
+      const EventDraft& d = append.drafts[i];
+      ++seq;
+      // Each row links to the session's previous one (see ReadRecentTx).
+      DSH_ASSIGN_OR_RETURN(tail, tx.Insert("INSERT INTO events_recent (session_num, seq, type, at, data, prev) "
+                                           "VALUES (?, ?, ?, ?, ?, ?)",
+                                           {keys.num, seq, std::string_view(d.type), now,
+                                            std::string_view(append.data[i]), tail}));
+      DSH_RETURN_IF_ERROR(UpdateHeaderOf(tx, id, d));
+    }
+    // By the integer key (not UPDATE ... RETURNING: SQLite takes a much
+    // slower path for RETURNING when an indexed column, updated_at, changes).
+    DSH_RETURN_IF_ERROR(tx.Exec("UPDATE sessions SET last_seq = ?, recent_tail = ?, "
+                                "updated_at = CASE WHEN updated_at > ? THEN updated_at ELSE ? END WHERE num = ?",
+                                {seq, tail, now, now, keys.num})
+                            .status());
   }
-  // By the integer key (not UPDATE ... RETURNING: SQLite takes a much slower
-  // path for RETURNING when an indexed column, updated_at, changes).
-  DSH_RETURN_IF_ERROR(tx.Exec("UPDATE sessions SET last_seq = ?, recent_tail = ?, "
-                              "updated_at = CASE WHEN updated_at > ? THEN updated_at ELSE ? END WHERE num = ?",
-                              {seq, tail, now, now, keys.num})
-                          .status());
   // Only now are the drafts consumed: a job that was contended runs again
   // (store::Database), with its drafts whole.
   std::vector<Event> out;

@@ -84,6 +84,14 @@ class Tx {
   // runs through a temporary table.
   virtual Result<int64_t> Insert(std::string_view sql, std::span<const Value> params) = 0;
 
+  // A write whose answer the caller does not need, and which fails only
+  // when the storage does (no constraint it could break, no row another
+  // writer holds). On PostgreSQL it waits and goes to the server with
+  // whatever comes next — the job's next statement, a later job's, the
+  // COMMIT — in that round trip; if it fails there, the whole transaction
+  // fails, every job in it. Elsewhere it runs at once.
+  virtual Status ExecLater(std::string_view sql, std::span<const Value> params) { return Exec(sql, params).status(); }
+
   // Once this transaction commits, tells the other hosts on this database
   // (their Database::Subscribe) that `channel` has news, with a short
   // `payload` (a session id, a time). Nothing is sent if the transaction, or
@@ -102,6 +110,9 @@ class Tx {
   }
   Status Query(std::string_view sql, std::initializer_list<Value> params, const RowFn& on_row) {
     return Query(sql, std::span<const Value>(params.begin(), params.size()), on_row);
+  }
+  Status ExecLater(std::string_view sql, std::initializer_list<Value> params = {}) {
+    return ExecLater(sql, std::span<const Value>(params.begin(), params.size()));
   }
   Result<int64_t> Insert(std::string_view sql, std::initializer_list<Value> params) {
     return Insert(sql, std::span<const Value>(params.begin(), params.size()));

@@ -229,6 +229,67 @@ TEST_P(DatabaseTest, AFailingJobRollsBackAloneWithinItsBatch) {
   EXPECT_EQ(Count(*db), 2);  // row 2 of the failed job is not there
 }
 
+// Tx::ExecLater: on PostgreSQL the writes wait for the next round trip (a
+// later job's statement, the COMMIT). They keep their order and their job:
+// a later statement of the transaction sees them, one of a job that rolls
+// back to its savepoint goes with it, and the last job's reach the COMMIT.
+TEST_P(DatabaseTest, WritesSentLaterKeepTheirOrderAndTheirJob) {
+  auto db = std::move(Database::Open(Backend(), Notes()).value());
+  constexpr auto kSavepoint = JobIsolation::kSavepoint;
+  auto later = [](Tx& tx, int64_t id) { return tx.ExecLater("INSERT INTO notes (id, body) VALUES (?, 'later')", {id}); };
+  int64_t seen = -1;
+  auto r = RunInOneBatch(*db, {{[&](Tx& tx) { return later(tx, 1); }, kSavepoint},
+                               {[&](Tx& tx) {
+                                  DSH_RETURN_IF_ERROR(later(tx, 2));
+                                  return InvalidArguments("changed its mind");
+                                },
+                                kSavepoint},
+                               {[&](Tx& tx) {
+                                  return tx.Query("SELECT COUNT(*) FROM notes", {}, [&](const Row& row) {
+                                    seen = row.Int(0);
+                                    return Status::Ok();
+                                  });
+                                },
+                                kSavepoint},
+                               {[&](Tx& tx) { return later(tx, 3); }, kSavepoint}});
+  ASSERT_EQ(r.commits, 1u);
+  EXPECT_TRUE(r.statuses[0].ok()) << r.statuses[0].ToString();
+  EXPECT_EQ(r.statuses[1].code(), codes::kInvalidArguments);
+  EXPECT_TRUE(r.statuses[2].ok()) << r.statuses[2].ToString();
+  EXPECT_TRUE(r.statuses[3].ok()) << r.statuses[3].ToString();
+  EXPECT_EQ(seen, 1) << "the third job sees the first one's row, not the second's";
+  EXPECT_EQ(Count(*db), 2);  // 1 and 3
+}
+
+// A write sent later that fails there fails its whole transaction on
+// PostgreSQL — every job in it, the ones after it too, with nothing saved:
+// its own job has ended, so no savepoint can take it back alone. (Callers
+// send later only what cannot fail but with the storage; a duplicate key
+// stands in for that here.) SQLite runs it at once: its job fails alone.
+TEST_P(DatabaseTest, AWriteSentLaterThatFailsFailsItsWholeTransactionOnPostgres) {
+  auto db = std::move(Database::Open(Backend(), Notes()).value());
+  ASSERT_TRUE(db->WriteSync([](Tx& tx) { return Insert(tx, 1, "a"); }).ok());
+  constexpr auto kSavepoint = JobIsolation::kSavepoint;
+  auto r = RunInOneBatch(*db, {{[](Tx& tx) { return Insert(tx, 2, "b"); }, kSavepoint},
+                               {[](Tx& tx) { return tx.ExecLater("INSERT INTO notes (id, body) VALUES (1, 'dup')"); },
+                                kSavepoint},
+                               {[](Tx& tx) { return Insert(tx, 3, "c"); }, kSavepoint}});
+  if (postgres()) {
+    for (const Status& st : r.statuses) EXPECT_EQ(st.code(), codes::kCommitFailed) << st.ToString();
+    EXPECT_NE(r.statuses[2].message().find("an earlier write of this transaction failed"), std::string::npos)
+        << r.statuses[2].ToString();
+    EXPECT_EQ(Count(*db), 1);
+  } else {
+    EXPECT_TRUE(r.statuses[0].ok());
+    EXPECT_EQ(r.statuses[1].code(), codes::kConflict);
+    EXPECT_TRUE(r.statuses[2].ok());
+    EXPECT_EQ(Count(*db), 3);
+  }
+  // The writer goes on.
+  ASSERT_TRUE(db->WriteSync([](Tx& tx) { return Insert(tx, 4, "d"); }).ok());
+  EXPECT_EQ(Count(*db), postgres() ? 2 : 4);
+}
+
 // The first job of a transaction runs without a savepoint: when it fails
 // after writing, the transaction rolls back (nothing else is in it yet) and
 // the jobs queued meanwhile run in a new one.
@@ -602,6 +663,7 @@ TEST(PgConnection, PlansOnceOnlyStatementsWhosePlanCannotDependOnTheirParameters
   EXPECT_TRUE(HasOnePlan("UPDATE loops SET due_at = $1, state = $2 WHERE loop_id = $3 AND version = $4"));
   EXPECT_TRUE(HasOnePlan("SELECT num, last_seq FROM sessions WHERE id = $1 FOR NO KEY UPDATE"));
   EXPECT_TRUE(HasOnePlan("delete from t where k = $1"));
+  EXPECT_TRUE(HasOnePlan("INSERT INTO t (a, prev) SELECT $1, currval('t_id_seq')"));
   // A SET may compare; only the conditions decide.
   EXPECT_TRUE(HasOnePlan("UPDATE s SET at = CASE WHEN at > $1 THEN at ELSE $2 END WHERE num = $3"));
   // Anything whose best plan depends on the values or the tables' sizes:
@@ -624,6 +686,8 @@ TEST(PgConnection, PlansOnceOnlyStatementsWhosePlanCannotDependOnTheirParameters
            "SELECT * FROM t WHERE a = ANY($1)",
            "SELECT * FROM t WHERE doc @@ to_tsquery($1)",
            "INSERT INTO t SELECT * FROM u WHERE a > $1",
+           "INSERT INTO t SELECT * FROM u",
+           "INSERT INTO t SELECT (SELECT max(a) FROM u)",
            "SELECT 1",
            "select * from t where a = $1 order by b",
        }) {

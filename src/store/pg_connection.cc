@@ -17,6 +17,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 #include <utility>
@@ -209,6 +210,16 @@ class PgConnection final : public Connection {
     return Changed(r.get());
   }
 
+  // Queued, and sent in the round trip of whatever comes next (a statement,
+  // a savepoint's rollback, COMMIT). If it fails, the transaction is lost
+  // (Tx::ExecLater): no later savepoint rollback can save it.
+  Status ExecLater(std::string_view sql, std::span<const Value> params) override {
+    if (!writing_) return Exec(sql, params).status();  // no COMMIT to carry it
+    DSH_ASSIGN_OR_RETURN(const Statement* st, Prepared(sql, params));
+    deferred_.push_back(Deferred{{}, st, Texts(params), std::string(sql)});
+    return Status::Ok();
+  }
+
   // The key in the same round trip: RETURNING runs after the row's default
   // (nextval) was taken.
   Result<int64_t> Insert(std::string_view sql, std::span<const Value> params) override {
@@ -235,13 +246,14 @@ class PgConnection final : public Connection {
     ForgetPending();
     DSH_RETURN_IF_ERROR(Reconnect());
     // Sent with the first statement, in its round trip (Run).
-    deferred_.push_back("BEGIN");
+    deferred_.push_back(Deferred{"BEGIN"});
+    writing_ = true;
     return Status::Ok();
   }
   Status BeginRead() override {
     ForgetPending();
     DSH_RETURN_IF_ERROR(Reconnect());
-    deferred_.push_back("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+    deferred_.push_back(Deferred{"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"});
     return Status::Ok();
   }
   Status Commit() override {
@@ -253,6 +265,15 @@ class PgConnection final : public Connection {
       ForgetPending();
       (void)Simple("ROLLBACK");
       return Status(codes::kStorage, "the transaction was aborted by an earlier error; nothing of it was saved");
+    }
+    // Deferred writes go first (a round trip of their own, once per
+    // transaction).
+    if (HasDeferredWrite()) {
+      Status sent = SendDeferred();
+      if (!sent.ok()) {
+        ForgetPending();
+        return sent;
+      }
     }
     // COMMIT releases every savepoint: a deferred RELEASE is not sent (nor
     // a deferred BEGIN: COMMIT outside a transaction only warns). The
@@ -287,23 +308,32 @@ class PgConnection final : public Connection {
   // first statement and go in its round trip (Run); a job that ran no
   // statement sends neither.
   Status Savepoint(std::string_view name) override {
-    deferred_.push_back("SAVEPOINT " + std::string(name));
+    deferred_.push_back(Deferred{"SAVEPOINT " + std::string(name)});
     marks_.push_back(notices_.size());
     return Status::Ok();
   }
   Status RollbackToSavepoint(std::string_view name) override {
     if (!marks_.empty()) notices_.resize(marks_.back());
-    // Not sent yet: no statement ran since, nothing to undo.
-    if (!deferred_.empty() && deferred_.back() == "SAVEPOINT " + std::string(name)) return Status::Ok();
+    if (lost_) return lost_->WithContext("cannot roll back to a savepoint");
+    // Not sent yet: nothing since it reached the server, so nothing to undo
+    // there; what was queued after it goes unsent, and the SAVEPOINT stays
+    // for its RELEASE to take back.
+    const std::string savepoint = "SAVEPOINT " + std::string(name);
+    for (size_t i = deferred_.size(); i-- > 0;) {
+      if (deferred_[i].command == savepoint) {
+        deferred_.resize(i + 1);
+        return Status::Ok();
+      }
+    }
     DSH_RETURN_IF_ERROR(SendDeferred());
     return Simple("ROLLBACK TO SAVEPOINT " + std::string(name));
   }
   Status ReleaseSavepoint(std::string_view name) override {
     if (!marks_.empty()) marks_.pop_back();
-    if (!deferred_.empty() && deferred_.back() == "SAVEPOINT " + std::string(name)) {
+    if (!deferred_.empty() && deferred_.back().command == "SAVEPOINT " + std::string(name)) {
       deferred_.pop_back();
     } else {
-      deferred_.push_back("RELEASE SAVEPOINT " + std::string(name));
+      deferred_.push_back(Deferred{"RELEASE SAVEPOINT " + std::string(name)});
     }
     return Status::Ok();
   }
@@ -336,11 +366,26 @@ class PgConnection final : public Connection {
     bool planned_once;       // HasOnePlan: runs prepared, its generic plan
   };
 
-  // The deferred commands in one round trip of their own.
+  // What waits for the next round trip: a transaction command (BEGIN,
+  // SAVEPOINT, RELEASE SAVEPOINT), or a write (ExecLater) with its
+  // parameters.
+  struct Deferred {
+    std::string command;            // empty for a write
+    const Statement* st = nullptr;  // the write's; prepared_ never moves its elements
+    std::vector<std::optional<std::string>> params;
+    std::string sql;  // the write as its caller wrote it, for errors
+  };
+
+  bool HasDeferredWrite() const {
+    return std::any_of(deferred_.begin(), deferred_.end(), [](const Deferred& d) { return d.st != nullptr; });
+  }
+
+  // The deferred commands and writes in one round trip of their own.
   Status SendDeferred() {
     if (deferred_.empty()) return Status::Ok();
+    if (HasDeferredWrite()) return Pipelined(nullptr, {}, {}).status();
     std::string sql;
-    for (const std::string& command : deferred_) sql += (sql.empty() ? "" : "; ") + command;
+    for (const Deferred& d : deferred_) sql += (sql.empty() ? "" : "; ") + d.command;
     deferred_.clear();
     return Simple(sql);
   }
@@ -349,6 +394,40 @@ class PgConnection final : public Connection {
     deferred_.clear();
     notices_.clear();
     marks_.clear();
+    lost_.reset();
+    writing_ = false;
+  }
+
+  // Parameters as libpq takes them: text, or null.
+  static std::vector<std::optional<std::string>> Texts(std::span<const Value> params) {
+    std::vector<std::optional<std::string>> texts(params.size());
+    for (size_t i = 0; i < params.size(); ++i) {
+      std::visit(
+          [&](const auto& v) {
+            using V = std::decay_t<decltype(v)>;
+            if constexpr (std::is_same_v<V, std::nullptr_t>) return;
+            else if constexpr (std::is_same_v<V, int64_t>) texts[i] = std::to_string(v);
+            else if constexpr (std::is_same_v<V, double>) texts[i] = fmt::format("{:.17g}", v);
+            else texts[i] = std::string(v);
+          },
+          params[i]);
+    }
+    return texts;
+  }
+  static std::vector<const char*> Values(const std::vector<std::optional<std::string>>& texts) {
+    std::vector<const char*> values(texts.size(), nullptr);
+    for (size_t i = 0; i < texts.size(); ++i) {
+      if (texts[i]) values[i] = texts[i]->c_str();
+    }
+    return values;
+  }
+
+  // Sends `st` in pipeline mode (prepared, or unnamed for its values).
+  bool Send(const Statement& st, const std::vector<const char*>& values) {
+    const int n = static_cast<int>(values.size());
+    return (st.planned_once ? PQsendQueryPrepared(conn_, st.name.c_str(), n, values.data(), nullptr, nullptr, 0)
+                            : PQsendQueryParams(conn_, st.text.c_str(), n, st.types.data(), values.data(), nullptr,
+                                                nullptr, 0)) == 1;
   }
 
   int64_t Changed(PGresult* r) {
@@ -387,7 +466,9 @@ class PgConnection final : public Connection {
     return Error(r.get(), sql);
   }
 
-  Result<PgResult> Run(std::string_view sql, std::span<const Value> params) {
+  // The statement prepared on this connection for `sql` with the types of
+  // `params` (prepared now, the first time).
+  Result<const Statement*> Prepared(std::string_view sql, std::span<const Value> params) {
     // The types of this call's parameters are part of the statement's key.
     std::string key(sql);
     key.push_back('\0');
@@ -428,28 +509,22 @@ class PgConnection final : public Connection {
       it = prepared_.emplace(std::move(key), Statement{std::move(name), std::move(text), std::move(types), once})
                .first;
     }
-    std::vector<std::string> texts(params.size());
-    std::vector<const char*> values(params.size(), nullptr);
-    for (size_t i = 0; i < params.size(); ++i) {
-      std::visit(
-          [&](const auto& v) {
-            using V = std::decay_t<decltype(v)>;
-            if constexpr (std::is_same_v<V, std::nullptr_t>) return;
-            else if constexpr (std::is_same_v<V, int64_t>) texts[i] = std::to_string(v);
-            else if constexpr (std::is_same_v<V, double>) texts[i] = fmt::format("{:.17g}", v);
-            else texts[i] = std::string(v);
-            values[i] = texts[i].c_str();
-          },
-          params[i]);
-    }
+    return &it->second;
+  }
+
+  Result<PgResult> Run(std::string_view sql, std::span<const Value> params) {
+    if (lost_) return *lost_;
+    DSH_ASSIGN_OR_RETURN(const Statement* prepared, Prepared(sql, params));
+    const std::vector<std::optional<std::string>> texts = Texts(params);
+    const std::vector<const char*> values = Values(texts);
     // A statement whose best plan depends on its parameters (a range, a
     // join, an order) runs unnamed: the server plans it for these values,
     // as a custom plan would, with the types its preparation settled. A
     // generic plan of the loop view cost 0.5-1.1 ms a call instead of
     // 0.03 ms, and one of the inbox consume, chosen while the table was
     // small, 0.6 ms instead of 0.04 (docs/PERFORMANCE.md).
-    const Statement& st = it->second;
-    if (!deferred_.empty()) return Pipelined(st, values, sql);
+    const Statement& st = *prepared;
+    if (!deferred_.empty()) return Pipelined(&st, values, sql);
     const int n = static_cast<int>(values.size());
     PgResult r(st.planned_once
                    ? PQexecPrepared(conn_, st.name.c_str(), n, values.data(), nullptr, nullptr, 0)
@@ -459,29 +534,33 @@ class PgConnection final : public Connection {
     return Error(r.get(), sql);
   }
 
-  // The deferred commands and then the statement, in one round trip
-  // (libpq's pipeline mode): each job's SAVEPOINT and each transaction's
-  // BEGIN cost the writer a round trip of its own before, 3-4 per loop
-  // occurrence. The first failure is the answer; the server skips what
-  // follows it up to the sync.
-  Result<PgResult> Pipelined(const Statement& st, const std::vector<const char*>& values, std::string_view sql) {
-    if (PQenterPipelineMode(conn_) != 1) return Error(nullptr, "entering pipeline mode");
-    std::vector<std::string> commands = std::exchange(deferred_, {});
-    bool sent = true;
-    for (const std::string& command : commands) {
-      sent = sent && PQsendQueryParams(conn_, command.c_str(), 0, nullptr, nullptr, nullptr, nullptr, 0) == 1;
+  // The deferred commands and writes and then the statement `st` (when
+  // given), in one round trip (libpq's pipeline mode): each job's SAVEPOINT
+  // and each transaction's BEGIN cost the writer a round trip of its own
+  // before, 3-4 per loop occurrence, and so did each write whose answer
+  // nobody needs (ExecLater). The first failure is the answer; the server
+  // skips what follows it up to the sync. A failed deferred write loses
+  // the transaction (lost_): it belonged to a job that already ended.
+  Result<PgResult> Pipelined(const Statement* st, const std::vector<const char*>& values, std::string_view sql) {
+    std::vector<Deferred> items = std::exchange(deferred_, {});
+    if (PQenterPipelineMode(conn_) != 1) {
+      unusable_ = true;  // what was deferred is gone: this transaction cannot commit
+      return Error(nullptr, "entering pipeline mode");
     }
-    const int n = static_cast<int>(values.size());
-    sent = sent && (st.planned_once
-                        ? PQsendQueryPrepared(conn_, st.name.c_str(), n, values.data(), nullptr, nullptr, 0)
-                        : PQsendQueryParams(conn_, st.text.c_str(), n, st.types.data(), values.data(), nullptr,
-                                            nullptr, 0)) == 1;
+    bool sent = true;
+    for (const Deferred& d : items) {
+      sent = sent && (d.st != nullptr
+                          ? Send(*d.st, Values(d.params))
+                          : PQsendQueryParams(conn_, d.command.c_str(), 0, nullptr, nullptr, nullptr, nullptr, 0) == 1);
+    }
+    if (st != nullptr) sent = sent && Send(*st, values);
     sent = sent && PQpipelineSync(conn_) == 1;
     // Every result up to the sync, whatever happened: the first failure
     // (its command named), else the statement's result.
     std::optional<Status> failed;
     PgResult answer;
-    for (size_t i = 0; sent && i <= commands.size(); ++i) {
+    const size_t count = items.size() + (st != nullptr ? 1 : 0);
+    for (size_t i = 0; sent && i < count; ++i) {
       PgResult r(PQgetResult(conn_));
       if (r == nullptr) {  // the connection broke
         sent = false;
@@ -490,10 +569,21 @@ class PgConnection final : public Connection {
       while (PGresult* rest = PQgetResult(conn_)) PQclear(rest);  // a command's results end with a null
       ExecStatusType s = PQresultStatus(r.get());
       if (failed) continue;
+      const bool mine = i == items.size();
       if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
-        failed = Error(r.get(), i < commands.size() ? std::string_view(commands[i]) : sql);
-      } else if (i == commands.size()) {
+        if (mine) {
+          failed = Error(r.get(), sql);
+        } else if (items[i].st != nullptr) {
+          failed = Error(r.get(), items[i].sql);
+          lost_ = Status(codes::kStorage, "an earlier write of this transaction failed (" + failed->message() +
+                                              "); nothing of the transaction is saved");
+        } else {
+          failed = Error(r.get(), items[i].command);
+        }
+      } else if (mine) {
         answer = std::move(r);
+      } else if (items[i].st != nullptr) {
+        (void)Changed(r.get());
       }
     }
     if (sent) {
@@ -504,11 +594,12 @@ class PgConnection final : public Connection {
       // Results left unread (a broken connection, if anything): this
       // transaction cannot commit, and the next one starts on a new
       // connection (Reconnect).
-      Status broken = Error(nullptr, sql);
+      Status broken = Error(nullptr, st != nullptr ? sql : std::string_view("deferred writes"));
       if (PQstatus(conn_) != CONNECTION_BAD) spdlog::error("postgres: a pipelined statement failed: {}", broken.message());
       unusable_ = true;
       return failed ? *failed : broken;
     }
+    if (lost_) return *lost_;
     if (failed) return *failed;
     return answer;
   }
@@ -544,9 +635,11 @@ class PgConnection final : public Connection {
   const std::string origin_;
   const std::chrono::milliseconds idle_in_transaction_;  // PgOptions; zero: the server's
   const std::chrono::milliseconds lock_timeout_;         // PgOptions; zero: no limit
-  // Write transaction state kept client-side until a command carries it.
-  // BEGIN, SAVEPOINT and RELEASE SAVEPOINT not yet sent, in order.
-  std::vector<std::string> deferred_;
+  // Write transaction state kept client-side until a command carries it:
+  // BEGIN, SAVEPOINT, RELEASE SAVEPOINT and writes not yet sent, in order.
+  std::vector<Deferred> deferred_;
+  std::optional<Status> lost_;  // a deferred write failed: the transaction cannot commit
+  bool writing_ = false;        // in a write transaction (BeginWrite until it ends)
   PgNotifier::Notices notices_;  // (channel, payload) for after COMMIT
   std::shared_ptr<PgNotifier> notifier_;
   std::vector<size_t> marks_;  // notices_.size() at each open savepoint
@@ -641,6 +734,8 @@ bool HasOnePlan(std::string_view statement) {
   std::transform(sql.begin(), sql.end(), sql.begin(), [](unsigned char c) { return std::toupper(c); });
   auto has = [&](std::string_view part, size_t from = 0) { return sql.find(part, from) != std::string::npos; };
   if (sql.starts_with("INSERT") && !has("SELECT")) return true;
+  // An insert of a SELECT of no table (values computed on the server).
+  if (sql.starts_with("INSERT") && !has(" FROM ") && !has("(SELECT")) return true;
   for (std::string_view shape : {"JOIN", "ORDER BY", "LIMIT", "GROUP BY", "(SELECT", "UNION"}) {
     if (has(shape)) return false;
   }

@@ -197,7 +197,11 @@ TEST_P(DatabaseTest, CountsCommitsTheirJobsAndTheirTimeInItsMetrics) {
 }
 
 TEST_P(DatabaseTest, WriteLoadIsTheQueueOrTheLastBatchWhicheverIsLarger) {
-  auto db = std::move(Database::Open(Backend(), Notes()).value());
+  // One batch however slow the machine: PostgreSQL's transactions are
+  // otherwise cut after max_hold (20 ms), which a loaded machine reached.
+  DatabaseOptions options;
+  options.max_hold = std::chrono::seconds(30);
+  auto db = std::move(Database::Open(Backend(), Notes(), options).value());
   ASSERT_TRUE(db->WriteSync([](Tx& tx) { return Insert(tx, 1000, "x"); }).ok());
   EXPECT_EQ(db->write_load(), 1u);
   WriterGate gate;
@@ -852,6 +856,42 @@ TEST(PgConnection, CommandsSentWithTheNextStatementKeepTheirMeaning) {
   EXPECT_EQ(ids(**other), (std::vector<int64_t>{1, 2, 3, 7}));
   c->reset();
   other->reset();
+  testing::PgTestServer::DropDatabase(*conninfo);
+}
+
+// A write sent later that never ran — the server skipped it after a failed
+// command ahead of it — loses the transaction, as one that failed would: its
+// job ended as done, so no savepoint may take the transaction back past it.
+TEST(PgConnection, AWriteSentLaterThatTheServerSkippedLosesTheTransaction) {
+  auto conninfo = testing::PgTestServer::NewDatabase();
+  ASSERT_TRUE(conninfo.ok()) << conninfo.status().ToString();
+  PgConnectionFactory factory(PgOptions{.url = *conninfo});
+  auto c = factory.Open();
+  ASSERT_TRUE(c.ok());
+  Connection& conn = **c;
+  ASSERT_TRUE(conn.Exec("CREATE TABLE t (id BIGINT PRIMARY KEY)").ok());
+  ASSERT_TRUE(conn.BeginWrite().ok());
+  ASSERT_TRUE(conn.Savepoint("before").ok());
+  ASSERT_TRUE(conn.Exec("INSERT INTO t VALUES (?)", {int64_t{1}}).ok());
+  ASSERT_TRUE(conn.Savepoint("job").ok());
+  ASSERT_TRUE(conn.Exec("INSERT INTO t VALUES (?)", {int64_t{2}}).ok());
+  ASSERT_TRUE(conn.ReleaseSavepoint("job").ok());
+  ASSERT_TRUE(conn.ReleaseSavepoint("job").ok());  // fails on the server: released already
+  ASSERT_TRUE(conn.ExecLater("INSERT INTO t VALUES (?)", {int64_t{3}}).ok());
+  auto next = conn.Exec("INSERT INTO t VALUES (?)", {int64_t{4}});
+  ASSERT_FALSE(next.ok());
+  EXPECT_NE(next.status().message().find("an earlier write of this transaction failed"), std::string::npos)
+      << next.status().ToString();
+  EXPECT_FALSE(conn.RollbackToSavepoint("before").ok()) << "rolling back to an earlier savepoint would drop the skipped write silently";
+  EXPECT_FALSE(conn.Commit().ok());
+  ASSERT_TRUE(conn.Rollback().ok());
+  int64_t rows = -1;
+  ASSERT_TRUE(conn.Query("SELECT COUNT(*) FROM t", {}, [&](const Row& row) {
+    rows = row.Int(0);
+    return Status::Ok();
+  }).ok());
+  EXPECT_EQ(rows, 0);
+  c->reset();
   testing::PgTestServer::DropDatabase(*conninfo);
 }
 

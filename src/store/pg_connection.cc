@@ -568,18 +568,19 @@ class PgConnection final : public Connection {
       }
       while (PGresult* rest = PQgetResult(conn_)) PQclear(rest);  // a command's results end with a null
       ExecStatusType s = PQresultStatus(r.get());
-      if (failed) continue;
       const bool mine = i == items.size();
-      if (s != PGRES_COMMAND_OK && s != PGRES_TUPLES_OK) {
-        if (mine) {
-          failed = Error(r.get(), sql);
-        } else if (items[i].st != nullptr) {
-          failed = Error(r.get(), items[i].sql);
-          lost_ = Status(codes::kStorage, "an earlier write of this transaction failed (" + failed->message() +
-                                              "); nothing of the transaction is saved");
-        } else {
-          failed = Error(r.get(), items[i].command);
-        }
+      const bool ok = s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK;
+      // A deferred write that failed, or was skipped after a failure: its
+      // job has ended, reported done; only losing the transaction is safe.
+      if (!ok && !mine && items[i].st != nullptr && !lost_) {
+        lost_ = Status(codes::kStorage, "an earlier write of this transaction failed (" +
+                                            (failed ? failed->message() : Error(r.get(), items[i].sql).message()) +
+                                            "); nothing of the transaction is saved");
+      }
+      if (failed) continue;
+      if (!ok) {
+        failed = Error(r.get(), mine ? sql : items[i].st != nullptr ? std::string_view(items[i].sql)
+                                                                    : std::string_view(items[i].command));
       } else if (mine) {
         answer = std::move(r);
       } else if (items[i].st != nullptr) {

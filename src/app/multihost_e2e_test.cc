@@ -516,22 +516,21 @@ void CheckLiveSamples(const Fleet& fleet, const std::vector<StatusRound>& rounds
 // Lines no host may log in this run: each means a session's agent stopped
 // for another reason than its process dying (lease lost or expired), or an
 // agent could not commit a turn's start or end (another host's commit got
-// there first, or the database failed). The runs of `losing_slot` may lose
-// leases to another host (they were frozen past them): their "lease lost"
-// lines are counted in `leases_lost` instead.
-void CheckHostLogs(const Fleet& fleet, int* continued_turns, int losing_slot = -1, int* leases_lost = nullptr) {
+// there first, or the database failed). With `leases_lost`, hosts may lose
+// leases to another host (a test that freezes one past its leases): those
+// lines are counted there by slot instead.
+void CheckHostLogs(const Fleet& fleet, int* continued_turns, std::map<int, int>* leases_lost = nullptr) {
   static const std::string kLost = "lease lost to another host";
   static const std::vector<std::string> kForbidden = {
       kLost, "session leases expired without renewal", "could not record the end of a turn", "could not start a turn",
       "could not renew session leases"};
-  const std::string losing = "host " + std::to_string(losing_slot) + " ";
   for (const auto& [name, log] : fleet.Logs()) {
     std::istringstream lines(log);
     std::string line;
     while (std::getline(lines, line)) {
       if (line.find("continuing a turn a stop interrupted") != std::string::npos) ++*continued_turns;
-      if (leases_lost != nullptr && name.starts_with(losing) && line.find(kLost) != std::string::npos) {
-        ++*leases_lost;
+      if (leases_lost != nullptr && line.find(kLost) != std::string::npos) {
+        ++(*leases_lost)[name[std::string_view("host ").size()] - '0'];  // "host N run G"
         continue;
       }
       for (const std::string& f : kForbidden) {
@@ -1252,11 +1251,15 @@ void RunFreezes(const FreezePlan& plan) {
       EXPECT_EQ(found, 1) << s.text << " (" << s.message_id << ") is in its session " << found << " times";
     }
   }
-  int continued_turns = 0, leases_lost = 0;
-  CheckHostLogs(fleet, &continued_turns, plan.take_over ? kFrozen : -1, &leases_lost);
-  std::printf("  turns continued after a stop: %d; leases host %d lost: %d\n", continued_turns, kFrozen, leases_lost);
+  int continued_turns = 0;
+  std::map<int, int> leases_lost;
+  CheckHostLogs(fleet, &continued_turns, plan.take_over ? &leases_lost : nullptr);
+  std::printf("  turns continued after a stop: %d; leases lost by host 0 / 1 / 2: %d / %d / %d\n", continued_turns,
+              leases_lost[0], leases_lost[1], leases_lost[2]);
   if (plan.take_over) {
-    EXPECT_GE(leases_lost, 1) << "no session of host 2's was taken over while it was frozen";
+    // Host 2 must have lost one; the others may too, on a machine so busy
+    // that a renewal came late (safe: the fence stops the loser's writes).
+    EXPECT_GE(leases_lost[kFrozen], 1) << "no session of host 2's was taken over while it was frozen";
   }
   KeepEvidence(dir, seed, db);
   if (!::testing::Test::HasFailure()) store::testing::PgTestServer::DropDatabase(db);
@@ -1264,10 +1267,10 @@ void RunFreezes(const FreezePlan& plan) {
 
 TEST(MultiHostE2E, AFrozenHostHoldsUpNoOtherHostsWrites) { RunFreezes({}); }
 
-// Frozen for 6 s with leases of 3 s, three times: its sessions are taken
+// Frozen for 8 s with leases of 5 s, three times: its sessions are taken
 // over, perhaps while it holds an open append to one of them.
 TEST(MultiHostE2E, AHostFrozenPastItsLeasesLosesItsSessionsAndWritesNothingMore) {
-  RunFreezes({.freezes = 3, .freeze = 6s, .lease_seconds = 3, .take_over = true});
+  RunFreezes({.freezes = 3, .freeze = 8s, .lease_seconds = 5, .take_over = true});
 }
 
 }  // namespace

@@ -179,12 +179,15 @@ void AgentManager::ResumeWith(const std::string& session_id, std::vector<InboxMe
     if (route && !slot.route) slot.route = std::move(route);
     if (!fresh) return;  // a resume is already under way; it reads slot.route once the lease is held
   }
-  // Lease first, then the log and the pending messages, then go live.
-  int64_t now = ToUnixMillis(clock_.Now());
-  int64_t expires = now + options_.lease_ttl.count();
+  // Lease first, then the log and the pending messages, then go live. The
+  // time is read when the job runs, not when it was queued: a takeover that
+  // waited for a frozen holder's open write (seconds) would otherwise make a
+  // lease that has already run out, and the woken holder would take it back.
   auto acquired = std::make_shared<bool>(false);
   db_.Write(
-      [this, session_id, now, expires, acquired](store::Tx& tx) -> Status {
+      [this, session_id, acquired](store::Tx& tx) -> Status {
+        const int64_t now = ToUnixMillis(clock_.Now());
+        const int64_t expires = now + options_.lease_ttl.count();
         bool exists = false;
         DSH_RETURN_IF_ERROR(tx.Query("SELECT 1 FROM sessions WHERE id = ?", {std::string_view(session_id)},
                                      [&](const store::Row&) {
@@ -540,10 +543,11 @@ void AgentManager::Sweep() {
   if (!renew) return PollInbox();
   renewed_once_ = true;
   last_renewal_ms_ = mono;
-  int64_t expires = ToUnixMillis(clock_.Now()) + options_.lease_ttl.count();
   auto lost = std::make_shared<std::vector<std::shared_ptr<Agent>>>();
   db_.Write(
-      [this, expires, lost](store::Tx& tx) -> Status {
+      [this, lost](store::Tx& tx) -> Status {
+        // From when it runs, however long it was queued (as AcquireLease).
+        const int64_t expires = ToUnixMillis(clock_.Now()) + options_.lease_ttl.count();
         DSH_ASSIGN_OR_RETURN(auto held, agent_store::RenewLeases(tx, holder_, expires));
         std::set<std::string> held_set(held.begin(), held.end());
         std::lock_guard lock(mu_);

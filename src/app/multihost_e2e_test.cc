@@ -331,13 +331,18 @@ class Fleet {
     }
     return -1;
   }
-  // Every run's stderr (its log), in start order, with its name.
-  std::vector<std::pair<std::string, std::string>> Logs() const {
+  // Every run's stderr (its log), in start order, with its slot and name.
+  struct RunLog {
+    int slot = 0;
+    std::string name;
+    std::string log;
+  };
+  std::vector<RunLog> Logs() const {
     std::lock_guard lock(mu_);
-    std::vector<std::pair<std::string, std::string>> out;
+    std::vector<RunLog> out;
     for (const auto& r : runs_) {
-      out.emplace_back("host " + std::to_string(r->slot) + " run " + std::to_string(r->generation),
-                       r->process->Stderr());
+      out.push_back({r->slot, "host " + std::to_string(r->slot) + " run " + std::to_string(r->generation),
+                     r->process->Stderr()});
     }
     return out;
   }
@@ -524,13 +529,13 @@ void CheckHostLogs(const Fleet& fleet, int* continued_turns, std::map<int, int>*
   static const std::vector<std::string> kForbidden = {
       kLost, "session leases expired without renewal", "could not record the end of a turn", "could not start a turn",
       "could not renew session leases"};
-  for (const auto& [name, log] : fleet.Logs()) {
+  for (const auto& [slot, name, log] : fleet.Logs()) {
     std::istringstream lines(log);
     std::string line;
     while (std::getline(lines, line)) {
       if (line.find("continuing a turn a stop interrupted") != std::string::npos) ++*continued_turns;
       if (leases_lost != nullptr && line.find(kLost) != std::string::npos) {
-        ++(*leases_lost)[name[std::string_view("host ").size()] - '0'];  // "host N run G"
+        ++(*leases_lost)[slot];
         continue;
       }
       for (const std::string& f : kForbidden) {

@@ -734,9 +734,9 @@ bool HasOnePlan(std::string_view statement) {
   std::string sql(statement);
   std::transform(sql.begin(), sql.end(), sql.begin(), [](unsigned char c) { return std::toupper(c); });
   auto has = [&](std::string_view part, size_t from = 0) { return sql.find(part, from) != std::string::npos; };
-  if (sql.starts_with("INSERT") && !has("SELECT")) return true;
-  // An insert of a SELECT of no table (values computed on the server).
-  if (sql.starts_with("INSERT") && !has(" FROM ") && !has("(SELECT")) return true;
+  // An insert of values, or of a SELECT of no table (values computed on
+  // the server).
+  if (sql.starts_with("INSERT") && (!has("SELECT") || (!has(" FROM ") && !has("(SELECT")))) return true;
   for (std::string_view shape : {"JOIN", "ORDER BY", "LIMIT", "GROUP BY", "(SELECT", "UNION"}) {
     if (has(shape)) return false;
   }

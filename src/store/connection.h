@@ -90,7 +90,16 @@ class Tx {
   // whatever comes next — the job's next statement, a later job's, the
   // COMMIT — in that round trip; if it fails there, the whole transaction
   // fails, every job in it. Elsewhere it runs at once.
-  virtual Status ExecLater(std::string_view sql, std::span<const Value> params) { return Exec(sql, params).status(); }
+  //
+  // With `rows`, the write must change exactly that many rows — a
+  // compare-and-set of a row this transaction has locked, which cannot
+  // lose — else it fails with kConflict (on PostgreSQL: the transaction
+  // is lost, as above). The check stays, so a broken lock shows up as an
+  // error rather than a write that silently did nothing.
+  virtual Status ExecLater(std::string_view sql, std::span<const Value> params, std::optional<int64_t> rows) {
+    DSH_ASSIGN_OR_RETURN(int64_t changed, Exec(sql, params));
+    return !rows || changed == *rows ? Status::Ok() : UnexpectedRows(sql, *rows, changed);
+  }
 
   // Once this transaction commits, tells the other hosts on this database
   // (their Database::Subscribe) that `channel` has news, with a short
@@ -111,8 +120,16 @@ class Tx {
   Status Query(std::string_view sql, std::initializer_list<Value> params, const RowFn& on_row) {
     return Query(sql, std::span<const Value>(params.begin(), params.size()), on_row);
   }
-  Status ExecLater(std::string_view sql, std::initializer_list<Value> params = {}) {
-    return ExecLater(sql, std::span<const Value>(params.begin(), params.size()));
+  Status ExecLater(std::string_view sql, std::span<const Value> params) { return ExecLater(sql, params, std::nullopt); }
+  Status ExecLater(std::string_view sql, std::initializer_list<Value> params = {},
+                   std::optional<int64_t> rows = std::nullopt) {
+    return ExecLater(sql, std::span<const Value>(params.begin(), params.size()), rows);
+  }
+
+  // The error of a write that changed `changed` rows, not `expected`.
+  static Status UnexpectedRows(std::string_view sql, int64_t expected, int64_t changed) {
+    return Status(codes::kConflict, "a write changed " + std::to_string(changed) + " rows, not " +
+                                        std::to_string(expected) + " (in: " + std::string(sql.substr(0, 120)) + ")");
   }
   Result<int64_t> Insert(std::string_view sql, std::initializer_list<Value> params) {
     return Insert(sql, std::span<const Value>(params.begin(), params.size()));

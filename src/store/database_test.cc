@@ -294,6 +294,44 @@ TEST_P(DatabaseTest, AWriteSentLaterThatFailsFailsItsWholeTransactionOnPostgres)
   EXPECT_EQ(Count(*db), postgres() ? 2 : 4);
 }
 
+// A write sent later that must change one row (a compare-and-set on a row
+// the transaction locked) and changes none fails like a failed write: a
+// broken lock is an error, never a write that silently did nothing.
+TEST_P(DatabaseTest, AWriteSentLaterThatChangesOtherRowsThanItMustFails) {
+  auto db = std::move(Database::Open(Backend(), Notes()).value());
+  ASSERT_TRUE(db->WriteSync([](Tx& tx) { return Insert(tx, 1, "a"); }).ok());
+  // The right count: saved.
+  ASSERT_TRUE(db->WriteSync([](Tx& tx) {
+                  return tx.ExecLater("UPDATE notes SET body = 'b' WHERE id = ?", {int64_t{1}}, 1);
+                }).ok());
+  constexpr auto kSavepoint = JobIsolation::kSavepoint;
+  auto r = RunInOneBatch(*db, {{[](Tx& tx) { return Insert(tx, 2, "b"); }, kSavepoint},
+                               {[](Tx& tx) {
+                                  return tx.ExecLater("UPDATE notes SET body = 'x' WHERE id = ?", {int64_t{7}}, 1);
+                                },
+                                kSavepoint},
+                               {[](Tx& tx) { return Insert(tx, 3, "c"); }, kSavepoint}});
+  if (postgres()) {
+    for (const Status& st : r.statuses) EXPECT_EQ(st.code(), codes::kCommitFailed) << st.ToString();
+    EXPECT_NE(r.statuses[2].message().find("a write changed 0 rows, not 1"), std::string::npos)
+        << r.statuses[2].ToString();
+    EXPECT_EQ(Count(*db), 1);
+  } else {
+    EXPECT_TRUE(r.statuses[0].ok());
+    EXPECT_EQ(r.statuses[1].code(), codes::kConflict) << r.statuses[1].ToString();
+    EXPECT_TRUE(r.statuses[2].ok());
+    EXPECT_EQ(Count(*db), 3);
+  }
+  std::string body;
+  ASSERT_TRUE(db->ReadSync([&](Tx& tx) {
+                  return tx.Query("SELECT body FROM notes WHERE id = 1", {}, [&](const Row& row) {
+                    body = row.String(0);
+                    return Status::Ok();
+                  });
+                }).ok());
+  EXPECT_EQ(body, "b");
+}
+
 // The first job of a transaction runs without a savepoint: when it fails
 // after writing, the transaction rolls back (nothing else is in it yet) and
 // the jobs queued meanwhile run in a new one.

@@ -213,10 +213,10 @@ class PgConnection final : public Connection {
   // Queued, and sent in the round trip of whatever comes next (a statement,
   // a savepoint's rollback, COMMIT). If it fails, the transaction is lost
   // (Tx::ExecLater): no later savepoint rollback can save it.
-  Status ExecLater(std::string_view sql, std::span<const Value> params) override {
-    if (!writing_) return Exec(sql, params).status();  // no COMMIT to carry it
+  Status ExecLater(std::string_view sql, std::span<const Value> params, std::optional<int64_t> rows) override {
+    if (!writing_) return Connection::ExecLater(sql, params, rows);  // no COMMIT to carry it
     DSH_ASSIGN_OR_RETURN(const Statement* st, Prepared(sql, params));
-    deferred_.push_back(Deferred{{}, st, Texts(params), std::string(sql)});
+    deferred_.push_back(Deferred{{}, st, Texts(params), std::string(sql), rows});
     return Status::Ok();
   }
 
@@ -374,6 +374,7 @@ class PgConnection final : public Connection {
     const Statement* st = nullptr;  // the write's; prepared_ never moves its elements
     std::vector<std::optional<std::string>> params;
     std::string sql;  // the write as its caller wrote it, for errors
+    std::optional<int64_t> rows;  // the rows it must change, if its caller said
   };
 
   bool HasDeferredWrite() const {
@@ -584,7 +585,11 @@ class PgConnection final : public Connection {
       } else if (mine) {
         answer = std::move(r);
       } else if (items[i].st != nullptr) {
-        (void)Changed(r.get());
+        int64_t changed = Changed(r.get());
+        if (items[i].rows && changed != *items[i].rows && !lost_) {
+          lost_ = UnexpectedRows(items[i].sql, *items[i].rows, changed)
+                      .WithContext("nothing of the transaction is saved");
+        }
       }
     }
     if (sent) {

@@ -228,7 +228,7 @@ Result<std::vector<LoopRecord>> SelectLoops(Tx& tx, const std::string& where, st
 
 // The loop's row (without its open claim or last run), locked until the
 // transaction ends (PostgreSQL; a writer on SQLite holds the whole
-// database): what is read here is still so when UpdateState writes it back.
+// database): what is read here is still so when WriteState writes it back.
 Result<std::optional<LoopRecord>> GetLocked(Tx& tx, const std::string& loop_id) {
   std::array<Value, 1> params = {std::string_view(loop_id)};
   DSH_ASSIGN_OR_RETURN(auto loops,
@@ -237,19 +237,21 @@ Result<std::optional<LoopRecord>> GetLocked(Tx& tx, const std::string& loop_id) 
   return std::optional<LoopRecord>(std::move(loops.front()));
 }
 
-// Writes the scheduling state and result fields of `l`, if its version is
-// still `l.version`; bumps it. False when another writer got there first.
-Result<bool> UpdateState(Tx& tx, const LoopRecord& l) {
+// Writes the scheduling state and result fields of `l` and bumps its
+// version. The row is locked by this transaction (GetLocked, or the claim's
+// SELECT ... FOR NO KEY UPDATE; on SQLite the writer holds the database), so
+// the compare-and-set on the version cannot lose: it goes with the next
+// round trip (Tx::ExecLater), and a lock that did not hold would fail the
+// transaction with kConflict rather than write nothing.
+Status WriteState(Tx& tx, const LoopRecord& l) {
   std::array<Value, 12> params = {OptValue(l.due_at),      OptValue(l.retry_at),    OptValue(l.retry_nominal),
                                   OptValue(l.next_at()),   l.failures,         std::string_view(l.state),
                                   OptValue(l.last_run_at), OptValue(l.last_result), OptValue(l.last_error),
                                   l.version + 1,      std::string_view(l.loop_id), l.version};
-  DSH_ASSIGN_OR_RETURN(int64_t changed,
-                       tx.Exec("UPDATE loops SET due_at = ?, retry_at = ?, retry_nominal = ?, next_at = ?, failures = ?,"
-                               " state = ?, last_run_at = ?, last_result = ?, last_error = ?, version = ?"
-                               " WHERE loop_id = ? AND version = ?",
-                               params));
-  return changed == 1;
+  return tx.ExecLater("UPDATE loops SET due_at = ?, retry_at = ?, retry_nominal = ?, next_at = ?, failures = ?,"
+                      " state = ?, last_run_at = ?, last_result = ?, last_error = ?, version = ?"
+                      " WHERE loop_id = ? AND version = ?",
+                      params, 1);
 }
 
 }  // namespace
@@ -319,16 +321,15 @@ Result<std::vector<LoopRecord>> ListFinished(Tx& tx, const std::vector<std::stri
 
 Result<std::optional<int64_t>> NextWake(Tx& tx) {
   std::optional<int64_t> next;
-  DSH_RETURN_IF_ERROR(tx.Query("SELECT MIN(next_at) FROM loops WHERE next_at IS NOT NULL", {}, [&](const Row& row) {
-    if (!row.IsNull(0)) next = row.Int(0);
-    return Status::Ok();
-  }));
-  // An unfinished run whose claim expires also needs a wake-up.
-  DSH_RETURN_IF_ERROR(
-      tx.Query("SELECT MIN(claim_expires) FROM loop_runs WHERE result IS NULL", {}, [&](const Row& row) {
-        if (!row.IsNull(0)) next = next ? std::min(*next, row.Int(0)) : row.Int(0);
-        return Status::Ok();
-      }));
+  // One round trip: the next due loop, and the next claim to expire.
+  DSH_RETURN_IF_ERROR(tx.Query("SELECT (SELECT MIN(next_at) FROM loops WHERE next_at IS NOT NULL),"
+                               " (SELECT MIN(claim_expires) FROM loop_runs WHERE result IS NULL)",
+                               {}, [&](const Row& row) {
+                                 for (int i = 0; i < 2; ++i) {
+                                   if (!row.IsNull(i)) next = next ? std::min(*next, row.Int(i)) : row.Int(i);
+                                 }
+                                 return Status::Ok();
+                               }));
   return next;
 }
 
@@ -418,16 +419,14 @@ Result<std::vector<Claim>> ClaimDue(Tx& tx, const ClaimOptions& o,
     } else {
       if (!l.retry_nominal) {  // a retry time without an occurrence: cannot happen; clear it
         updated.retry_at.reset();
-        DSH_ASSIGN_OR_RETURN(bool ok, UpdateState(tx, updated));
-        (void)ok;
+        DSH_RETURN_IF_ERROR(WriteState(tx, updated));
         continue;
       }
       c.nominal = *l.retry_nominal;
       c.deliver_at = std::max(o.now, l.retry_at.value_or(o.now));
       updated.retry_at.reset();
     }
-    DSH_ASSIGN_OR_RETURN(bool won, UpdateState(tx, updated));
-    if (!won) continue;  // another host claimed it in between
+    DSH_RETURN_IF_ERROR(WriteState(tx, updated));  // the row is this claim's: SKIP LOCKED
     ++updated.version;
     if (fresh) {
       std::optional<std::string> target;
@@ -481,11 +480,11 @@ Status Record(Tx& tx, const Claim& c, const Outcome& out, int64_t now, agent::ou
                               OptValue(out.note),
                               std::string_view(c.loop.loop_id),
                               c.nominal};
-  DSH_RETURN_IF_ERROR(tx.Exec("UPDATE loop_runs SET result = ?, delivered_at = ?,"
-                              " target_session_id = COALESCE(?, target_session_id), message_id = ?, error = ?, note = ?"
-                              " WHERE loop_id = ? AND nominal_at = ?",
-                              run)
-                          .status());
+  // Its answer is not needed: it goes with the next round trip.
+  DSH_RETURN_IF_ERROR(tx.ExecLater("UPDATE loop_runs SET result = ?, delivered_at = ?,"
+                                   " target_session_id = COALESCE(?, target_session_id), message_id = ?, error = ?,"
+                                   " note = ? WHERE loop_id = ? AND nominal_at = ?",
+                                   run));
   if (out.delivered && c.attempts > 1) {
     DSH_RETURN_IF_ERROR(agent::activity::Superseded(tx, OccurrenceKey(c.loop.loop_id, c.nominal)));
   }
@@ -527,9 +526,7 @@ Status Record(Tx& tx, const Claim& c, const Outcome& out, int64_t now, agent::ou
       l.retry_at = now + BackoffMs(l.failures);
     }
   }
-  DSH_ASSIGN_OR_RETURN(bool won, UpdateState(tx, l));
-  if (!won) return Status("conflict", "loop " + l.loop_id + " changed while its result was recorded");
-  return Status::Ok();
+  return WriteState(tx, l);
 }
 
 Json RunJson(const Run& r) {

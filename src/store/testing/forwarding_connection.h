@@ -18,8 +18,8 @@ class ForwardingConnection : public Connection {
   Result<int64_t> Exec(std::string_view sql, std::span<const Value> params) override {
     return inner_->Exec(sql, params);
   }
-  Status ExecLater(std::string_view sql, std::span<const Value> params) override {
-    return inner_->ExecLater(sql, params);
+  Status ExecLater(std::string_view sql, std::span<const Value> params, std::optional<int64_t> rows) override {
+    return inner_->ExecLater(sql, params, rows);
   }
   Status Query(std::string_view sql, std::span<const Value> params, const RowFn& on_row) override {
     return inner_->Query(sql, params, on_row);

@@ -737,6 +737,57 @@ TEST(PgConnection, PlansOnceOnlyStatementsWhosePlanCannotDependOnTheirParameters
   }
 }
 
+// A statement not planned once is planned for the values it runs with. Seen
+// from outside: the planner folds an expression of constants, so with the
+// values known it divides by the zero given for `?` while planning, in a
+// CASE arm no row reaches (PostgreSQL documents this folding), and fails; a
+// generic plan keeps the parameter and never divides. Such generic plans were
+// what every statement got under plan_cache_mode = force_generic_plan: the
+// claim of due loops then scanned every loop and sorted them, 2.5 ms a call
+// at 7,000 loops, a fifth of the server's time per occurrence.
+TEST(PgConnection, StatementsNotPlannedOnceArePlannedForTheirValues) {
+  auto conninfo = testing::PgTestServer::NewDatabase();
+  ASSERT_TRUE(conninfo.ok()) << conninfo.status().ToString();
+  PgConnectionFactory factory(PgOptions{.url = *conninfo});
+  auto c = factory.Open();
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  Connection& conn = **c;
+  ASSERT_TRUE(conn.Exec("CREATE TABLE t (a BIGINT)").ok());
+  ASSERT_TRUE(conn.Exec("INSERT INTO t SELECT generate_series(1, 100)").ok());
+  constexpr const char* kSql = "SELECT a FROM t WHERE a = ? AND CASE WHEN a < 0 THEN 1 / ? ELSE 1 END = 1 ORDER BY a";
+  ASSERT_FALSE(HasOnePlan(kSql));
+  std::vector<int64_t> found;
+  auto collect = [&](const Row& row) {
+    found.push_back(row.Int(0));
+    return Status::Ok();
+  };
+  for (int i = 0; i < 3; ++i) {  // every time, not only the first
+    Status st = conn.Query(kSql, {int64_t{5}, int64_t{0}}, collect);
+    EXPECT_NE(st.message().find("division by zero"), std::string::npos) << st.ToString();
+  }
+  EXPECT_TRUE(conn.Query(kSql, {int64_t{5}, int64_t{1}}, collect).ok());
+  EXPECT_EQ(found, std::vector<int64_t>{5});
+
+  // One that is planned once runs its generic plan, after a few custom
+  // ones at most (PostgreSQL's `auto` compares them first).
+  constexpr const char* kLookup = "SELECT a FROM t WHERE a = ?";
+  ASSERT_TRUE(HasOnePlan(kLookup));
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(conn.Query(kLookup, {int64_t{i}}, collect).ok());
+  int64_t generic = -1, custom = -1;
+  ASSERT_TRUE(conn.Query("SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+                         " WHERE statement = 'SELECT a FROM t WHERE a = $1'",
+                         {}, [&](const Row& row) {
+                           generic = row.Int(0);
+                           custom = row.Int(1);
+                           return Status::Ok();
+                         })
+                  .ok());
+  EXPECT_GE(generic, 5);
+  EXPECT_LE(custom, 5);
+  c->reset();
+  testing::PgTestServer::DropDatabase(*conninfo);
+}
+
 TEST(PgConnection, DescribesTheServerWithoutThePassword) {
   PgConnectionFactory f(PgOptions{.url = "postgresql://dsh:s3cret@db.example:5433/prod"});
   EXPECT_EQ(f.Describe(), "postgres db.example:5433/prod as dsh");

@@ -343,13 +343,17 @@ class PgConnection final : public Connection {
     return s == PQTRANS_INTRANS || s == PQTRANS_ACTIVE;
   }
 
-  // Times as UTC, text as UTF-8, no notices in the logs, custom plans, the
-  // idle-in-transaction limit and the lock wait limit (PgOptions).
+  // Times as UTC, text as UTF-8, no notices in the logs, the server's own
+  // choice of plans, the idle-in-transaction limit and the lock wait limit
+  // (PgOptions).
   Status Configure() {
     std::string sql = "SET TIME ZONE 'UTC'; SET client_encoding = 'UTF8'; SET client_min_messages = warning";
-    // A prepared statement is planned once (HasOnePlan); the others run
-    // unnamed, planned for each call's parameters (see Run).
-    sql += "; SET plan_cache_mode = force_generic_plan";
+    // A prepared statement (HasOnePlan) keeps a generic plan after its
+    // first five calls, which cost what it costs; the others run unnamed,
+    // each a new statement, which `auto` always plans for its values (see
+    // Run). `force_generic_plan` would give those a generic plan as well:
+    // the claim of due loops then scanned and sorted every loop.
+    sql += "; SET plan_cache_mode = auto";
     if (idle_in_transaction_.count() > 0) {
       sql += "; SET idle_in_transaction_session_timeout = " + std::to_string(idle_in_transaction_.count());
     }

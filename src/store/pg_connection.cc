@@ -348,11 +348,11 @@ class PgConnection final : public Connection {
   // (PgOptions).
   Status Configure() {
     std::string sql = "SET TIME ZONE 'UTC'; SET client_encoding = 'UTF8'; SET client_min_messages = warning";
-    // A prepared statement (HasOnePlan) keeps a generic plan after its
-    // first five calls, which cost what it costs; the others run unnamed,
-    // each a new statement, which `auto` always plans for its values (see
-    // Run). `force_generic_plan` would give those a generic plan as well:
-    // the claim of due loops then scanned and sorted every loop.
+    // A prepared statement (HasOnePlan) runs its generic plan once `auto`
+    // has compared it with custom plans on its first five calls; the others
+    // run unnamed, each a new statement, which `auto` always plans for its
+    // values (see Run). `force_generic_plan` would give those a generic plan
+    // as well: the claim of due loops then scanned and sorted every loop.
     sql += "; SET plan_cache_mode = auto";
     if (idle_in_transaction_.count() > 0) {
       sql += "; SET idle_in_transaction_session_timeout = " + std::to_string(idle_in_transaction_.count());

@@ -330,11 +330,12 @@ TEST_P(LoopClaimPlanTest, AClaimReadsTheDueLoopsThroughTheirIndex) {
   ASSERT_TRUE(claims.ok()) << claims.status().ToString();
   EXPECT_TRUE(claims->empty());
   ASSERT_FALSE(seen->sql.empty());
-  seen->params[0] = int64_t{2000};  // every loop due
+  ClaimRecorder::Seen claim = *seen;  // the recorder sees the EXPLAIN below too
+  claim.params[0] = int64_t{2000};    // every loop due
   const bool pg = GetParam() == "postgres";
   std::string plan;
   Status explained = db->WriteSync([&](store::Tx& tx) {  // a read-only transaction cannot lock rows
-    return tx.Query((pg ? "EXPLAIN " : "EXPLAIN QUERY PLAN ") + seen->sql, seen->params, [&](const store::Row& row) {
+    return tx.Query((pg ? "EXPLAIN " : "EXPLAIN QUERY PLAN ") + claim.sql, claim.params, [&](const store::Row& row) {
       plan += row.String(pg ? 0 : 3) + "\n";
       return Status::Ok();
     });

@@ -270,25 +270,33 @@ TEST_P(DatabaseTest, WritesSentLaterKeepTheirOrderAndTheirJob) {
 // its own job has ended, so no savepoint can take it back alone. (Callers
 // send later only what cannot fail but with the storage; a duplicate key
 // stands in for that here.) SQLite runs it at once: its job fails alone.
+// Runs three jobs in one batch, the middle one `later` (a write sent later
+// that fails), on a database holding one note: on PostgreSQL every job fails
+// and nothing is saved, each status naming `why`; SQLite ran the write at
+// once, so its job alone fails (kConflict).
+void ExpectALaterWriteThatFailsFailsItsBatch(Database& db, bool postgres, Database::Job later, std::string_view why) {
+  constexpr auto kSavepoint = JobIsolation::kSavepoint;
+  auto r = RunInOneBatch(db, {{[](Tx& tx) { return Insert(tx, 2, "b"); }, kSavepoint},
+                              {std::move(later), kSavepoint},
+                              {[](Tx& tx) { return Insert(tx, 3, "c"); }, kSavepoint}});
+  if (postgres) {
+    for (const Status& st : r.statuses) EXPECT_EQ(st.code(), codes::kCommitFailed) << st.ToString();
+    EXPECT_NE(r.statuses[2].message().find(why), std::string::npos) << r.statuses[2].ToString();
+    EXPECT_EQ(Count(db), 1);
+  } else {
+    EXPECT_TRUE(r.statuses[0].ok());
+    EXPECT_EQ(r.statuses[1].code(), codes::kConflict) << r.statuses[1].ToString();
+    EXPECT_TRUE(r.statuses[2].ok());
+    EXPECT_EQ(Count(db), 3);
+  }
+}
+
 TEST_P(DatabaseTest, AWriteSentLaterThatFailsFailsItsWholeTransactionOnPostgres) {
   auto db = std::move(Database::Open(Backend(), Notes()).value());
   ASSERT_TRUE(db->WriteSync([](Tx& tx) { return Insert(tx, 1, "a"); }).ok());
-  constexpr auto kSavepoint = JobIsolation::kSavepoint;
-  auto r = RunInOneBatch(*db, {{[](Tx& tx) { return Insert(tx, 2, "b"); }, kSavepoint},
-                               {[](Tx& tx) { return tx.ExecLater("INSERT INTO notes (id, body) VALUES (1, 'dup')"); },
-                                kSavepoint},
-                               {[](Tx& tx) { return Insert(tx, 3, "c"); }, kSavepoint}});
-  if (postgres()) {
-    for (const Status& st : r.statuses) EXPECT_EQ(st.code(), codes::kCommitFailed) << st.ToString();
-    EXPECT_NE(r.statuses[2].message().find("an earlier write of this transaction failed"), std::string::npos)
-        << r.statuses[2].ToString();
-    EXPECT_EQ(Count(*db), 1);
-  } else {
-    EXPECT_TRUE(r.statuses[0].ok());
-    EXPECT_EQ(r.statuses[1].code(), codes::kConflict);
-    EXPECT_TRUE(r.statuses[2].ok());
-    EXPECT_EQ(Count(*db), 3);
-  }
+  ExpectALaterWriteThatFailsFailsItsBatch(
+      *db, postgres(), [](Tx& tx) { return tx.ExecLater("INSERT INTO notes (id, body) VALUES (1, 'dup')"); },
+      "an earlier write of this transaction failed");
   // The writer goes on.
   ASSERT_TRUE(db->WriteSync([](Tx& tx) { return Insert(tx, 4, "d"); }).ok());
   EXPECT_EQ(Count(*db), postgres() ? 2 : 4);
@@ -304,24 +312,10 @@ TEST_P(DatabaseTest, AWriteSentLaterThatChangesOtherRowsThanItMustFails) {
   ASSERT_TRUE(db->WriteSync([](Tx& tx) {
                   return tx.ExecLater("UPDATE notes SET body = 'b' WHERE id = ?", {int64_t{1}}, 1);
                 }).ok());
-  constexpr auto kSavepoint = JobIsolation::kSavepoint;
-  auto r = RunInOneBatch(*db, {{[](Tx& tx) { return Insert(tx, 2, "b"); }, kSavepoint},
-                               {[](Tx& tx) {
-                                  return tx.ExecLater("UPDATE notes SET body = 'x' WHERE id = ?", {int64_t{7}}, 1);
-                                },
-                                kSavepoint},
-                               {[](Tx& tx) { return Insert(tx, 3, "c"); }, kSavepoint}});
-  if (postgres()) {
-    for (const Status& st : r.statuses) EXPECT_EQ(st.code(), codes::kCommitFailed) << st.ToString();
-    EXPECT_NE(r.statuses[2].message().find("a write changed 0 rows, not 1"), std::string::npos)
-        << r.statuses[2].ToString();
-    EXPECT_EQ(Count(*db), 1);
-  } else {
-    EXPECT_TRUE(r.statuses[0].ok());
-    EXPECT_EQ(r.statuses[1].code(), codes::kConflict) << r.statuses[1].ToString();
-    EXPECT_TRUE(r.statuses[2].ok());
-    EXPECT_EQ(Count(*db), 3);
-  }
+  ExpectALaterWriteThatFailsFailsItsBatch(
+      *db, postgres(),
+      [](Tx& tx) { return tx.ExecLater("UPDATE notes SET body = 'x' WHERE id = ?", {int64_t{7}}, 1); },
+      "a write changed 0 rows, not 1");
   std::string body;
   ASSERT_TRUE(db->ReadSync([&](Tx& tx) {
                   return tx.Query("SELECT body FROM notes WHERE id = 1", {}, [&](const Row& row) {

@@ -145,11 +145,15 @@ double ServerCpuSeconds(pid_t postmaster) {
     if (close == std::string::npos) continue;
     std::istringstream rest(stat.substr(close + 2));
     std::string state;
-    long long ppid = 0, skip = 0, utime = 0, stime = 0;
+    long long ppid = 0, skip = 0, utime = 0, stime = 0, cutime = 0, cstime = 0;
     rest >> state >> ppid;
     for (int i = 0; i < 9; ++i) rest >> skip;  // pgrp .. cmajflt
-    rest >> utime >> stime;
-    if (std::stoll(name) == postmaster || ppid == postmaster) ticks += static_cast<double>(utime + stime);
+    rest >> utime >> stime >> cutime >> cstime;
+    // The postmaster's children's times count the backends that ended
+    // (it waits for each): without them a connection closed in the window
+    // would take its whole CPU out of the difference.
+    if (std::stoll(name) == postmaster) ticks += static_cast<double>(utime + stime + cutime + cstime);
+    else if (ppid == postmaster) ticks += static_cast<double>(utime + stime);
   }
   return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
@@ -631,11 +635,14 @@ struct Bench {
     return out;
   }
 
-  // The postmaster of `conninfo`'s server when it runs on this machine.
+  // The postmaster of `conninfo`'s server when it runs on this machine: the
+  // parent of its checkpointer, which lives as long as the server (the
+  // backend answering the query ends with its connection, often before its
+  // /proc entry could be read).
   static pid_t Postmaster(const std::string& conninfo) {
-    auto backend = PgAdmin(conninfo, "SELECT pg_backend_pid()");
-    if (!backend.ok()) return 0;
-    std::ifstream in("/proc/" + *backend + "/stat");
+    auto checkpointer = PgAdmin(conninfo, "SELECT pid FROM pg_stat_activity WHERE backend_type = 'checkpointer'");
+    if (!checkpointer.ok() || checkpointer->empty()) return 0;
+    std::ifstream in("/proc/" + *checkpointer + "/stat");
     std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     size_t close = stat.rfind(')');
     if (close == std::string::npos) return 0;
@@ -648,6 +655,8 @@ struct Bench {
 
   LoopFigures Loops(const Place& place, int hosts) {
     const pid_t postmaster = place.postgres ? Postmaster(place.conninfo) : 0;
+    if (place.postgres && postmaster == 0)
+      std::fprintf(stderr, "the PostgreSQL server's process was not found: its CPU is not counted\n");
     std::vector<std::unique_ptr<host::Host>> h;
     for (int i = 0; i < hosts; ++i) h.push_back(OpenHost(place, i));  // the first migrates
     host::Host& h0 = *h[0];

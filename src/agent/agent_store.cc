@@ -110,15 +110,6 @@ std::vector<store::Migration> Migrations() {
 
 Result<Inserted> Insert(Tx& tx, InboxMessage& m, const std::optional<std::string>& key,
                         std::optional<activity::Started> started, outbox::SubscriptionSource* webhooks) {
-  // A message `started` by an append of this transaction has a session.
-  bool exists = started.has_value();
-  if (!exists) {
-    DSH_RETURN_IF_ERROR(tx.Query("SELECT 1 FROM sessions WHERE id = ?", {std::string_view(m.session_id)}, [&](const Row&) {
-      exists = true;
-      return Status::Ok();
-    }));
-  }
-  if (!exists) return Status(codes::kNotFound, "no session " + m.session_id);
   std::string meta = DumpJson(m.meta);
   store::Value key_value = key ? store::Value(std::string_view(*key)) : store::Value(nullptr);
   std::string_view mode = DeliveryModeName(m.mode);
@@ -132,21 +123,41 @@ Result<Inserted> Insert(Tx& tx, InboxMessage& m, const std::optional<std::string
   // A key delivered before is not inserted again, without a failed statement
   // (which would abort a PostgreSQL transaction) and without a lock: hosts
   // delivering the same key at once wait only for each other (NULL keys
-  // never conflict).
-  static const std::string kInsert =
-      "INSERT INTO inbox (message_id, session_id, key, mode, wakeup, text, meta, created_at) "
-      "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (session_id, key) DO NOTHING RETURNING num";
-  static const std::string kInsertItem = "INSERT INTO inbox (message_id, session_id, key, mode, wakeup, text, meta,"
-                                         " created_at, " + std::string(activity::kDeliveryColumns) +
-                                         ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                                         " ON CONFLICT (session_id, key) DO NOTHING RETURNING num";
+  // never conflict). The row is inserted only if its session exists, in the
+  // same statement (one round trip); a message `started` by an append of
+  // this transaction has one.
+  auto insert = [](bool item, bool session_known) {
+    std::string columns = "message_id, session_id, key, mode, wakeup, text, meta, created_at";
+    std::string values = "?, ?, ?, ?, ?, ?, ?, ?";
+    if (item) {
+      columns += ", " + std::string(activity::kDeliveryColumns);
+      values += ", ?, ?, ?, ?, ?, ?, ?, ?";
+    }
+    return "INSERT INTO inbox (" + columns + ")" +
+           (session_known ? " VALUES (" + values + ")" : " SELECT " + values + " FROM sessions WHERE id = ?") +
+           " ON CONFLICT (session_id, key) DO NOTHING RETURNING num";
+  };
+  static const std::array<std::string, 4> kInsert = {insert(false, false), insert(false, true), insert(true, false),
+                                                     insert(true, true)};
+  const bool session_known = started.has_value();
   bool inserted = false;
   auto on_num = [&](const Row& row) {
     m.num = row.Int(0);
     inserted = true;
     return Status::Ok();
   };
-  DSH_RETURN_IF_ERROR(tx.Query(m.activity ? kInsertItem : kInsert, params, on_num));
+  if (!session_known) params.push_back(std::string_view(m.session_id));
+  DSH_RETURN_IF_ERROR(tx.Query(kInsert[(m.activity ? 2 : 0) + (session_known ? 1 : 0)], params, on_num));
+  if (!session_known) params.pop_back();
+  if (!inserted && !session_known) {
+    // Not inserted: its key was delivered before, or there is no session.
+    bool exists = false;
+    DSH_RETURN_IF_ERROR(tx.Query("SELECT 1 FROM sessions WHERE id = ?", {std::string_view(m.session_id)}, [&](const Row&) {
+      exists = true;
+      return Status::Ok();
+    }));
+    if (!exists) return Status(codes::kNotFound, "no session " + m.session_id);
+  }
   bool created = inserted;
   if (!inserted && m.activity && key) {
     // The row of the key is a failed attempt of this occurrence (a consumed

@@ -700,6 +700,9 @@ TEST(PgConnection, PlansOnceOnlyStatementsWhosePlanCannotDependOnTheirParameters
   EXPECT_TRUE(HasOnePlan("SELECT num, last_seq FROM sessions WHERE id = $1 FOR NO KEY UPDATE"));
   EXPECT_TRUE(HasOnePlan("delete from t where k = $1"));
   EXPECT_TRUE(HasOnePlan("INSERT INTO t (a, prev) SELECT $1, currval('t_id_seq')"));
+  // Values inserted only where a key finds its row (a delivery's session).
+  EXPECT_TRUE(HasOnePlan("INSERT INTO inbox (a, b) SELECT $1, $2 FROM sessions WHERE id = $3"
+                         " ON CONFLICT (b, k) DO NOTHING RETURNING num"));
   // A SET may compare; only the conditions decide.
   EXPECT_TRUE(HasOnePlan("UPDATE s SET at = CASE WHEN at > $1 THEN at ELSE $2 END WHERE num = $3"));
   // Anything whose best plan depends on the values or the tables' sizes:

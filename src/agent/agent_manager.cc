@@ -226,7 +226,8 @@ void AgentManager::ResumeWith(const std::string& session_id, std::vector<InboxMe
                     });
               });
         });
-      });
+      },
+      store::JobIsolation::kSavepoint, store::JobRerun::kAlsoAfterSuccess);
 }
 
 void AgentManager::Activate(session::SessionHeader header, std::vector<session::Event> events,
@@ -363,7 +364,8 @@ void AgentManager::Accept(InboxMessage message, std::optional<std::string> key,
         if (!inserted->duplicate && msg->activity) NoteActivity(msg->session_id);
         if (!inserted->duplicate) Route(*msg, resume_route);
         done(Delivered{inserted->message_id, inserted->duplicate});
-      });
+      },
+      store::JobIsolation::kSavepoint, store::JobRerun::kAlsoAfterSuccess);
 }
 
 void AgentManager::NoteActivity(const std::string& session_id) const {
@@ -447,7 +449,8 @@ void AgentManager::AgentStopped(const std::string& session_id, Agent* agent) {
                   spdlog::warn("session {}: could not release its lease (it expires by itself): {}", session_id,
                                st.ToString());
                 }
-              });
+              },
+              store::JobIsolation::kSavepoint, store::JobRerun::kAlsoAfterSuccess);
   }
   bool was_live = false;
   {
@@ -550,10 +553,12 @@ void AgentManager::Sweep() {
         const int64_t expires = ToUnixMillis(clock_.Now()) + options_.lease_ttl.count();
         DSH_ASSIGN_OR_RETURN(auto held, agent_store::RenewLeases(tx, holder_, expires));
         std::set<std::string> held_set(held.begin(), held.end());
+        std::vector<std::shared_ptr<Agent>> gone;
         std::lock_guard lock(mu_);
         for (auto& [id, slot] : live_) {
-          if (slot.agent && !held_set.count(id)) lost->push_back(slot.agent);
+          if (slot.agent && !held_set.count(id)) gone.push_back(slot.agent);
         }
+        *lost = std::move(gone);  // by assignment: the job may run again (store::JobRerun)
         return Status::Ok();
       },
       [this, lost, renewed_at = mono](Status st) {
@@ -576,7 +581,8 @@ void AgentManager::Sweep() {
           for (auto& a : *lost) a->LoseLease();
         }
         PollInbox();
-      });
+      },
+      store::JobIsolation::kSavepoint, store::JobRerun::kAlsoAfterSuccess);
 }
 
 void AgentManager::PollInbox() {

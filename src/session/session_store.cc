@@ -263,11 +263,15 @@ Result<std::vector<Event>> AppendTx(Tx& tx, const std::string& id, PreparedAppen
                             .status());
   }
   // Only now are the drafts consumed: a job that was contended runs again
-  // (store::Database), with its drafts whole.
+  // (store::Database), with its drafts whole. On PostgreSQL the job may also
+  // run again after it returned (store::JobRerun): there they are copied.
+  const bool keep = tx.dialect() == store::Dialect::kPostgres;
   std::vector<Event> out;
   out.reserve(append.drafts.size());
   seq = keys.last_seq;
-  for (EventDraft& d : append.drafts) out.push_back(Event{++seq, std::move(d.type), now, std::move(d.data)});
+  for (EventDraft& d : append.drafts) {
+    out.push_back(keep ? Event{++seq, d.type, now, d.data} : Event{++seq, std::move(d.type), now, std::move(d.data)});
+  }
   return out;
 }
 
@@ -645,8 +649,9 @@ void SessionStore::RunAsync(const std::function<void(store::Database::Job, store
 
 template <typename T>
 void SessionStore::WriteAsync(std::function<Result<T>(store::Tx&)> job, Callback<T> done,
-                              store::JobIsolation isolation) {
-  RunAsync<T>([&](store::Database::Job j, store::Database::Done d) { db_.Write(std::move(j), std::move(d), isolation); },
+                              store::JobIsolation isolation, store::JobRerun rerun) {
+  RunAsync<T>(
+      [&](store::Database::Job j, store::Database::Done d) { db_.Write(std::move(j), std::move(d), isolation, rerun); },
               std::move(job), std::move(done));
 }
 
@@ -713,7 +718,7 @@ void SessionStore::AppendWithAsync(std::string id, std::vector<EventDraft> event
         }
         return stored;
       },
-      std::move(published), isolation);
+      std::move(published), isolation, store::JobRerun::kAlsoAfterSuccess);
   NoteAppended(n);  // queued after the append, so a compaction it starts includes it
 }
 

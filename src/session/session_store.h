@@ -76,6 +76,10 @@ class SessionStore {
   // `fence`, when given, runs first, once the session's row is locked and
   // before anything is written; its error fails the append without writing.
   // The agent checks there that it still holds the session's lease.
+  //
+  // The append may run more than once, also after it succeeded
+  // (store::JobRerun::kAlsoAfterSuccess): `also` and `fence` fill what they
+  // capture by assignment.
   using AlsoFn = std::function<Status(store::Tx&, const std::vector<Event>&)>;
   using FenceFn = std::function<Status(store::Tx&)>;
   void AppendWithAsync(std::string session_id, std::vector<EventDraft> events, AlsoFn also,
@@ -161,7 +165,8 @@ class SessionStore {
                 std::function<Result<T>(store::Tx&)> job, Callback<T> done);
   template <typename T>
   void WriteAsync(std::function<Result<T>(store::Tx&)> job, Callback<T> done,
-                  store::JobIsolation isolation = store::JobIsolation::kSavepoint);
+                  store::JobIsolation isolation = store::JobIsolation::kSavepoint,
+                  store::JobRerun rerun = store::JobRerun::kOnlyAfterFailure);
   template <typename T>
   void ReadAsync(std::function<Result<T>(store::Tx&)> job, Callback<T> done);
 

@@ -261,8 +261,8 @@ void Database::Enqueue(std::deque<Pending>& queue, std::condition_variable& cv, 
                                                   " was not attempted"));
 }
 
-void Database::Write(Job job, Done done, JobIsolation isolation) {
-  Enqueue(write_queue_, write_cv_, "write", Pending{std::move(job), std::move(done), isolation});
+void Database::Write(Job job, Done done, JobIsolation isolation, JobRerun rerun) {
+  Enqueue(write_queue_, write_cv_, "write", Pending{std::move(job), std::move(done), isolation, rerun});
 }
 
 void Database::Read(Job job, Done done) {
@@ -312,7 +312,13 @@ void Database::WriterLoop(std::unique_ptr<Connection> conn) {
     }
     gather_until_ = std::chrono::steady_clock::now() + options_.max_gather;
     target_ = last_batch_.load(std::memory_order_relaxed);
-    for (size_t next = 0; next < batch.size();) next = CommitBatch(*conn, batch, next);
+    bool savepoint_each = false;
+    for (size_t next = 0; next < batch.size();) {
+      const size_t end = CommitBatch(*conn, batch, next, savepoint_each);
+      // Nothing done: it rolled back to isolate a failed job (PostgreSQL).
+      savepoint_each = end == next;
+      next = end;
+    }
   }
 }
 
@@ -402,7 +408,7 @@ void Database::RunLater(Pending p) {
   Finish(p.done, give_up);
 }
 
-size_t Database::CommitBatch(Connection& conn, std::vector<Pending>& batch, size_t first) {
+size_t Database::CommitBatch(Connection& conn, std::vector<Pending>& batch, size_t first, bool savepoint_each) {
   auto fail = [&](size_t from, size_t to, const Status& st) {
     for (size_t i = from; i < to; ++i) Finish(batch[i].done, st);
   };
@@ -414,20 +420,41 @@ size_t Database::CommitBatch(Connection& conn, std::vector<Pending>& batch, size
     return batch.size();
   }
   std::vector<Status> results;
-  // PostgreSQL: every job in a savepoint, so that one that waited too long
-  // for a row (`contended`) rolls back alone and runs again later.
-  const bool savepoint_each = conn.dialect() == Dialect::kPostgres;
+  // PostgreSQL: a job that waited too long for a row (`contended`) must roll
+  // back alone and run again later, so every job is either in a savepoint
+  // or may run again with the jobs before it (see Database).
+  const bool postgres = conn.dialect() == Dialect::kPostgres;
+  bool bare = postgres && !savepoint_each;  // PostgreSQL: no savepoint for the next job
   size_t end = first;  // batch[first, end) ran in this transaction
   for (;; ++end) {
-    if (savepoint_each && end > first && Clock::now() - began >= options_.max_hold) break;
+    if (postgres && end > first && Clock::now() - began >= options_.max_hold) break;
     if (end == batch.size() && (options_.max_gather.count() <= 0 || !TakeMore(batch, end - first))) break;
     Pending& job = batch[end];
+    if (job.settled) {
+      results.push_back(*std::exchange(job.settled, std::nullopt));
+      continue;
+    }
+    if (bare) {
+      results.push_back(RunJob(job.job, conn));
+      if (results.back().ok()) {
+        bare = job.rerun == JobRerun::kAlsoAfterSuccess;
+        continue;
+      }
+      // Only the whole transaction can undo it: the batch runs again from
+      // `first`, each job in a savepoint. A contended job is not run again
+      // at once (it would wait for the same row): it runs later.
+      if (results.back().code() == codes::kContended) job.settled = results.back();
+      (void)conn.Rollback();
+      std::lock_guard lock(mu_);
+      ++stats_.rolled_back_to_isolate;
+      return first;
+    }
     // The transaction's first job needs no savepoint: if it fails, rolling
     // the transaction back undoes nothing else. A job that fails before
     // writing leaves the transaction usable on both backends (its checks
     // are not failed statements); a failed statement, which aborts a
     // PostgreSQL transaction, counts as a failure after a change.
-    if (!savepoint_each && (end == first || job.isolation == JobIsolation::kFailsBeforeWriting)) {
+    if (!postgres && (end == first || job.isolation == JobIsolation::kFailsBeforeWriting)) {
       int64_t changes = conn.TotalChanges();
       results.push_back(RunJob(job.job, conn));
       const Status& st = results.back();

@@ -103,6 +103,15 @@ class Subscription {
 // it fails with `unavailable`. So a job may run more than once: it must not depend on
 // state an earlier, rolled-back run of it changed (fill results by
 // assignment; move out of captured state only after the last statement).
+//
+// On PostgreSQL a savepoint is a subtransaction, which costs the server more
+// than a small job's own statements (a transaction ID and a lock of its own
+// once it writes). So there a job runs without one while every job before it
+// in its transaction is JobRerun::kAlsoAfterSuccess; the first job after
+// one that is not runs in a savepoint, and so do those after it. When a job
+// without a savepoint fails, the whole transaction rolls back and its jobs
+// run again in a new one, each in its own savepoint, so that each ends as
+// described above; the jobs before the failed one run a second time.
 // Jobs submitted one after the other are committed in that order unless
 // one of them is contended.
 //
@@ -126,6 +135,18 @@ enum class JobIsolation {
   kFailsBeforeWriting,
 };
 
+// Whether a write job may run again after it returned OK.
+enum class JobRerun {
+  // The default: a job runs again only after a run of it failed and was
+  // rolled back (contended, see Database).
+  kOnlyAfterFailure,
+  // It may also run again after it returned OK, when its transaction rolled
+  // back for a job after it (PostgreSQL, see Database): it leaves what it
+  // captured as it found it (results by assignment, nothing moved out).
+  // That spares it a savepoint.
+  kAlsoAfterSuccess,
+};
+
 class Database {
  public:
   using Job = std::function<Status(Tx&)>;
@@ -143,7 +164,8 @@ class Database {
 
   // Queues `job` for the next group commit; `done` gets its outcome.
   // After Close(): `done` gets `shutting_down` at once.
-  void Write(Job job, Done done, JobIsolation isolation = JobIsolation::kSavepoint);
+  void Write(Job job, Done done, JobIsolation isolation = JobIsolation::kSavepoint,
+             JobRerun rerun = JobRerun::kOnlyAfterFailure);
   // Runs `job` in a read snapshot on a reader thread.
   void Read(Job job, Done done);
 
@@ -189,6 +211,9 @@ class Database {
     // jobs that gave up after DatabaseOptions::contended_for.
     uint64_t contended = 0;
     uint64_t contended_failed = 0;
+    // PostgreSQL: write transactions rolled back because a job that ran
+    // without a savepoint failed; their jobs ran again, each in its own.
+    uint64_t rolled_back_to_isolate = 0;
     // Where the writer's time went, summed over the write transactions that
     // reached their COMMIT (failed ones included), in microseconds: from
     // BEGIN until COMMIT was issued (running the jobs, and waiting for more,
@@ -211,6 +236,10 @@ class Database {
     Job job;
     Done done;
     JobIsolation isolation = JobIsolation::kSavepoint;
+    JobRerun rerun = JobRerun::kOnlyAfterFailure;
+    // Its outcome, when it failed `contended` without a savepoint and its
+    // batch runs again (see CommitBatch): it is not run again with them.
+    std::optional<Status> settled;
     // A contended job's: how often it was, since when, and when it may run
     // again.
     int contended = 0;
@@ -251,7 +280,7 @@ class Database {
   // savepoint (kFailsBeforeWriting, or the transaction's first) fails after a
   // change, the transaction rolls back, the jobs up to it are finished as
   // failed, and the jobs after it are left, not attempted.
-  size_t CommitBatch(Connection& conn, std::vector<Pending>& batch, size_t first);
+  size_t CommitBatch(Connection& conn, std::vector<Pending>& batch, size_t first, bool savepoint_each);
 
   std::unique_ptr<ConnectionFactory> factory_;
   DatabaseOptions options_;

@@ -73,14 +73,16 @@ INSTANTIATE_TEST_SUITE_P(Backends, DatabaseTest, testing::BackendNames(), testin
 struct WriterGate {
   std::latch entered{1};
   std::latch release{1};
-  void Block(Database& db) {
+  std::atomic<bool> ran{false};
+  void Block(Database& db, JobRerun rerun = JobRerun::kOnlyAfterFailure) {
     db.Write(
         [this](Tx&) {
+          if (ran.exchange(true)) return Status::Ok();  // a run again (JobRerun::kAlsoAfterSuccess)
           entered.count_down();
           release.wait();
           return Status::Ok();
         },
-        nullptr);
+        nullptr, JobIsolation::kSavepoint, rerun);
     entered.wait();
   }
 };
@@ -130,19 +132,25 @@ struct BatchOutcome {
   std::vector<Status> statuses;
   uint64_t commits = 0;
 };
-BatchOutcome RunInOneBatch(Database& db, std::vector<std::pair<Database::Job, JobIsolation>> jobs) {
+struct Queued {
+  Database::Job job;
+  JobIsolation isolation = JobIsolation::kSavepoint;
+  JobRerun rerun = JobRerun::kOnlyAfterFailure;
+};
+BatchOutcome RunInOneBatch(Database& db, std::vector<Queued> jobs, JobRerun gate_rerun = JobRerun::kOnlyAfterFailure) {
   WriterGate gate;
-  gate.Block(db);
+  gate.Block(db, gate_rerun);
   std::latch acked(static_cast<std::ptrdiff_t>(jobs.size()));
   BatchOutcome out;
   out.statuses.resize(jobs.size());
   for (size_t i = 0; i < jobs.size(); ++i) {
-    db.Write(std::move(jobs[i].first),
-             [&, i](Status st) {
-               out.statuses[i] = std::move(st);
-               acked.count_down();
-             },
-             jobs[i].second);
+    db.Write(
+        std::move(jobs[i].job),
+        [&, i](Status st) {
+          out.statuses[i] = std::move(st);
+          acked.count_down();
+        },
+        jobs[i].isolation, jobs[i].rerun);
   }
   auto before = db.stats();
   gate.release.count_down();
@@ -406,6 +414,75 @@ TEST_P(DatabaseTest, AJobWithoutSavepointThatFailsAfterWritingSavesNothingBefore
   // The failed job's row 2 was not saved, nor row 1; row 3 was, in a
   // transaction of its own.
   EXPECT_EQ(*ids, std::vector<int64_t>{3});
+}
+
+std::vector<int64_t> Ids(Database& db) {
+  auto ids = db.ReadValue<std::vector<int64_t>>([](Tx& tx) -> Result<std::vector<int64_t>> {
+    std::vector<int64_t> out;
+    DSH_RETURN_IF_ERROR(tx.Query("SELECT id FROM notes ORDER BY id", {}, [&](const Row& row) {
+      out.push_back(row.Int(0));
+      return Status::Ok();
+    }));
+    return out;
+  });
+  EXPECT_TRUE(ids.ok()) << ids.status().ToString();
+  return ids.ok() ? *ids : std::vector<int64_t>{};
+}
+
+// PostgreSQL: jobs that may run again after they succeeded share their
+// transaction without savepoints; when one of them fails after writing,
+// the transaction rolls back and they run again, each in its own, so the
+// failed one still takes nothing else down. SQLite keeps its savepoints.
+TEST_P(DatabaseTest, JobsThatMayRunAgainRunAgainWhenOneAfterThemFails) {
+  auto db = std::move(Database::Open(Backend(), Notes()).value());
+  std::atomic<int> runs{0};
+  constexpr auto kAgain = JobRerun::kAlsoAfterSuccess;
+  const auto before = db->stats();
+  auto r = RunInOneBatch(*db,
+                         {{[&](Tx& tx) {
+                             ++runs;
+                             return Insert(tx, 1, "a");
+                           },
+                           JobIsolation::kSavepoint, kAgain},
+                          {[](Tx& tx) {
+                             DSH_RETURN_IF_ERROR(Insert(tx, 2, "b"));
+                             return Insert(tx, 1, "duplicate");  // violates the primary key
+                           },
+                           JobIsolation::kSavepoint, kAgain},
+                          {[](Tx& tx) { return Insert(tx, 3, "c"); }}},
+                         kAgain);
+  EXPECT_TRUE(r.statuses[0].ok()) << r.statuses[0].ToString();
+  EXPECT_EQ(r.statuses[1].code(), "conflict");
+  EXPECT_TRUE(r.statuses[2].ok()) << r.statuses[2].ToString();
+  EXPECT_EQ(Ids(*db), (std::vector<int64_t>{1, 3}));  // not the failed job's row 2
+  EXPECT_EQ(r.commits, 1u);
+  EXPECT_EQ(runs.load(), postgres() ? 2 : 1);
+  EXPECT_EQ(db->stats().rolled_back_to_isolate - before.rolled_back_to_isolate, postgres() ? 1u : 0u);
+}
+
+// A job that may not run again after it succeeded never does: the jobs after
+// it in its transaction keep their savepoints.
+TEST_P(DatabaseTest, AJobThatMayNotRunAgainAfterSuccessRunsOnceWhenOneAfterItFails) {
+  auto db = std::move(Database::Open(Backend(), Notes()).value());
+  std::atomic<int> runs{0};
+  constexpr auto kAgain = JobRerun::kAlsoAfterSuccess;
+  const auto before = db->stats();
+  auto r = RunInOneBatch(*db,
+                         {{[&](Tx& tx) {
+                            ++runs;
+                            return Insert(tx, 1, "a");
+                          }},
+                          {[](Tx& tx) {
+                             DSH_RETURN_IF_ERROR(Insert(tx, 2, "b"));
+                             return Insert(tx, 1, "duplicate");
+                           },
+                           JobIsolation::kSavepoint, kAgain}},
+                         kAgain);
+  EXPECT_TRUE(r.statuses[0].ok()) << r.statuses[0].ToString();
+  EXPECT_EQ(r.statuses[1].code(), "conflict");
+  EXPECT_EQ(Ids(*db), std::vector<int64_t>{1});
+  EXPECT_EQ(runs.load(), 1);
+  EXPECT_EQ(db->stats().rolled_back_to_isolate, before.rolled_back_to_isolate);
 }
 
 TEST_P(DatabaseTest, InjectedCommitFailureFailsTheWholeBatchAndLeavesNoTrace) {
@@ -1030,6 +1107,79 @@ TEST(PgDatabase, AJobWhoseRowStaysHeldGivesUpWhileOthersCommit) {
   ASSERT_TRUE(n.ok());
   EXPECT_EQ(n->first, 1);   // the frozen transaction's; the job that gave up saved nothing
   EXPECT_EQ(n->second, 5);
+  db->reset();
+  testing::PgTestServer::DropDatabase(*conninfo);
+}
+
+// A contended job among jobs without savepoints: the jobs before it run
+// again and commit once, and it runs later, once the row is free.
+TEST(PgDatabase, AContendedJobWithoutSavepointRunsLaterWhileItsBatchCommitsOnce) {
+  auto conninfo = testing::PgTestServer::NewDatabase();
+  ASSERT_TRUE(conninfo.ok()) << conninfo.status().ToString();
+  std::vector<Migration> counter = {{"counter", 1, {"CREATE TABLE counter (id BIGINT PRIMARY KEY, n BIGINT NOT NULL)",
+                                                    "INSERT INTO counter VALUES (1, 0), (2, 0)"}}};
+  auto db = Database::Open(testing::PgTestServer::Factory(*conninfo), counter);
+  ASSERT_TRUE(db.ok()) << db.status().ToString();
+  auto frozen = testing::PgTestServer::Factory(*conninfo)->Open();
+  ASSERT_TRUE(frozen.ok());
+  ASSERT_TRUE((*frozen)->BeginWrite().ok());
+  ASSERT_TRUE((*frozen)->Exec("UPDATE counter SET n = n + 1 WHERE id = 1").ok());
+
+  std::atomic<int> runs_before{0}, runs_contended{0};
+  auto add = [](Tx& tx, int64_t id) { return tx.Exec("UPDATE counter SET n = n + 1 WHERE id = ?", {id}).status(); };
+  constexpr auto kAgain = JobRerun::kAlsoAfterSuccess;
+  const auto before = (*db)->stats();
+  WriterGate gate;
+  gate.Block(**db, kAgain);
+  std::latch batch_acked(2);
+  std::promise<Status> contended_outcome;
+  Status first, last;
+  (*db)->Write(
+      [&](Tx& tx) {
+        ++runs_before;
+        return add(tx, 2);
+      },
+      [&](Status st) {
+        first = st;
+        batch_acked.count_down();
+      },
+      JobIsolation::kSavepoint, kAgain);
+  (*db)->Write(
+      [&](Tx& tx) {
+        ++runs_contended;
+        return add(tx, 1);
+      },
+      [&](Status st) { contended_outcome.set_value(st); }, JobIsolation::kSavepoint, kAgain);
+  (*db)->Write([&](Tx& tx) { return add(tx, 2); },
+               [&](Status st) {
+                 last = st;
+                 batch_acked.count_down();
+               });
+  gate.release.count_down();
+  batch_acked.wait();
+  EXPECT_TRUE(first.ok()) << first.ToString();
+  EXPECT_TRUE(last.ok()) << last.ToString();
+  EXPECT_EQ(runs_before.load(), 2);     // without a savepoint, then again in one
+  EXPECT_EQ(runs_contended.load(), 1);  // not at once again: it waits for a later transaction
+  ASSERT_TRUE((*frozen)->Commit().ok());
+  auto outcome = contended_outcome.get_future();
+  ASSERT_EQ(outcome.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+  EXPECT_TRUE(outcome.get().ok());
+  EXPECT_GE(runs_contended.load(), 2);
+  Database::Stats stats = (*db)->stats();
+  EXPECT_EQ(stats.rolled_back_to_isolate - before.rolled_back_to_isolate, 1u);
+  EXPECT_GE(stats.contended - before.contended, 1u);
+  auto n = (*db)->ReadValue<std::pair<int64_t, int64_t>>([](Tx& tx) -> Result<std::pair<int64_t, int64_t>> {
+    std::pair<int64_t, int64_t> out;
+    DSH_RETURN_IF_ERROR(tx.Query("SELECT id, n FROM counter ORDER BY id", {}, [&](const Row& row) {
+      (row.Int(0) == 1 ? out.first : out.second) = row.Int(1);
+      return Status::Ok();
+    }));
+    return out;
+  });
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(n->first, 2);   // the frozen transaction's and the contended job's, once
+  EXPECT_EQ(n->second, 2);  // the batch's two jobs, once each
   db->reset();
   testing::PgTestServer::DropDatabase(*conninfo);
 }

@@ -173,6 +173,7 @@ void LoopScheduler::Tick() {
       [this, now, batch](store::Tx& tx) -> Status {
         registry::ClaimOptions o{now, now + options_.lookahead.count(), agents_.holder(), options_.claim_ttl.count(),
                                  options_.batch};
+        batch->next_wake.reset();  // may run again after it succeeded (store::JobRerun)
         DSH_ASSIGN_OR_RETURN(
             batch->claims, registry::ClaimDue(
                                tx, o, [this](const Schedule& s) { return TimetableOf(s); },
@@ -215,7 +216,8 @@ void LoopScheduler::Tick() {
           auto timer = std::make_shared<boost::asio::steady_timer>(ioc_, std::chrono::milliseconds(claim.deliver_at - now));
           timer->async_wait([this, timer, claim](const boost::system::error_code&) { DeliverAndRecord(claim); });
         }
-      });
+      },
+      store::JobIsolation::kSavepoint, store::JobRerun::kAlsoAfterSuccess);
 }
 
 void LoopScheduler::DeliverAndRecord(const registry::Claim& claim) {
@@ -243,7 +245,8 @@ void LoopScheduler::DeliverAndRecord(const registry::Claim& claim) {
                                claim.nominal, st.ToString());
                 }
                 Recorded();
-              });
+              },
+              store::JobIsolation::kSavepoint, store::JobRerun::kAlsoAfterSuccess);
   });
 }
 

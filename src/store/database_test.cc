@@ -429,6 +429,23 @@ std::vector<int64_t> Ids(Database& db) {
   return ids.ok() ? *ids : std::vector<int64_t>{};
 }
 
+// Inserts row 1, counting its runs.
+Queued CountedInsert(std::atomic<int>& runs, JobRerun rerun) {
+  return {[&runs](Tx& tx) {
+            ++runs;
+            return Insert(tx, 1, "a");
+          },
+          JobIsolation::kSavepoint, rerun};
+}
+// Inserts row 2, then fails: row 1 is there.
+Queued FailsAfterWriting() {
+  return {[](Tx& tx) {
+            DSH_RETURN_IF_ERROR(Insert(tx, 2, "b"));
+            return Insert(tx, 1, "duplicate");  // violates the primary key
+          },
+          JobIsolation::kSavepoint, JobRerun::kAlsoAfterSuccess};
+}
+
 // PostgreSQL: jobs that may run again after they succeeded share their
 // transaction without savepoints; when one of them fails after writing,
 // the transaction rolls back and they run again, each in its own, so the
@@ -436,21 +453,11 @@ std::vector<int64_t> Ids(Database& db) {
 TEST_P(DatabaseTest, JobsThatMayRunAgainRunAgainWhenOneAfterThemFails) {
   auto db = std::move(Database::Open(Backend(), Notes()).value());
   std::atomic<int> runs{0};
-  constexpr auto kAgain = JobRerun::kAlsoAfterSuccess;
   const auto before = db->stats();
   auto r = RunInOneBatch(*db,
-                         {{[&](Tx& tx) {
-                             ++runs;
-                             return Insert(tx, 1, "a");
-                           },
-                           JobIsolation::kSavepoint, kAgain},
-                          {[](Tx& tx) {
-                             DSH_RETURN_IF_ERROR(Insert(tx, 2, "b"));
-                             return Insert(tx, 1, "duplicate");  // violates the primary key
-                           },
-                           JobIsolation::kSavepoint, kAgain},
+                         {CountedInsert(runs, JobRerun::kAlsoAfterSuccess), FailsAfterWriting(),
                           {[](Tx& tx) { return Insert(tx, 3, "c"); }}},
-                         kAgain);
+                         JobRerun::kAlsoAfterSuccess);
   EXPECT_TRUE(r.statuses[0].ok()) << r.statuses[0].ToString();
   EXPECT_EQ(r.statuses[1].code(), "conflict");
   EXPECT_TRUE(r.statuses[2].ok()) << r.statuses[2].ToString();
@@ -465,19 +472,9 @@ TEST_P(DatabaseTest, JobsThatMayRunAgainRunAgainWhenOneAfterThemFails) {
 TEST_P(DatabaseTest, AJobThatMayNotRunAgainAfterSuccessRunsOnceWhenOneAfterItFails) {
   auto db = std::move(Database::Open(Backend(), Notes()).value());
   std::atomic<int> runs{0};
-  constexpr auto kAgain = JobRerun::kAlsoAfterSuccess;
   const auto before = db->stats();
-  auto r = RunInOneBatch(*db,
-                         {{[&](Tx& tx) {
-                            ++runs;
-                            return Insert(tx, 1, "a");
-                          }},
-                          {[](Tx& tx) {
-                             DSH_RETURN_IF_ERROR(Insert(tx, 2, "b"));
-                             return Insert(tx, 1, "duplicate");
-                           },
-                           JobIsolation::kSavepoint, kAgain}},
-                         kAgain);
+  auto r = RunInOneBatch(*db, {CountedInsert(runs, JobRerun::kOnlyAfterFailure), FailsAfterWriting()},
+                         JobRerun::kAlsoAfterSuccess);
   EXPECT_TRUE(r.statuses[0].ok()) << r.statuses[0].ToString();
   EXPECT_EQ(r.statuses[1].code(), "conflict");
   EXPECT_EQ(Ids(*db), std::vector<int64_t>{1});

@@ -7,9 +7,11 @@
 #include <boost/asio/io_context.hpp>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <future>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "agent/agent_manager.h"
@@ -344,6 +346,66 @@ TEST_P(LoopClaimPlanTest, AClaimReadsTheDueLoopsThroughTheirIndex) {
   EXPECT_NE(plan.find("loops_by_next"), std::string::npos) << plan;
   EXPECT_EQ(plan.find(pg ? "Seq Scan on loops" : "SCAN l"), std::string::npos) << plan;
   EXPECT_EQ(plan.find(pg ? "Sort" : "TEMP B-TREE"), std::string::npos) << plan;
+  db->Close();
+}
+
+// A claim writes its fresh occurrences a chunk of loops per statement (up
+// to 64, padded): every loop of a large batch moves on once and gets its run
+// row, and an occurrence whose run row exists already (the wall clock went
+// back) moves its loop on without being claimed a second time.
+TEST_P(LoopClaimPlanTest, AClaimOfManyLoopsWritesEachLoopAndRunOnce) {
+  auto opened = store::Database::Open(backend_.Factory(), Migrations());
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  auto db = std::move(opened).value();
+  constexpr int kLoops = 75;  // a chunk of 64 and one of 8, padded
+  ASSERT_TRUE(db->WriteSync([](store::Tx& tx) {
+                  DSH_RETURN_IF_ERROR(
+                      tx.Exec("WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < 75)"
+                              " INSERT INTO loops (loop_id, prompt, schedule, target, created_at, due_at, next_at,"
+                              " failures, state, version)"
+                              " SELECT 'loop_' || n, 'p', '{\"kind\": \"every\", \"every_seconds\": 60}', 'global',"
+                              " 0, 60000, 60000, 0, 'scheduled', 3 FROM g")
+                          .status());
+                  // loop_7's occurrence at 60 s was claimed before.
+                  return tx.Exec("INSERT INTO loop_runs (loop_id, nominal_at, claimed_at, claimed_by, claim_expires,"
+                                 " attempts, skipped, skipped_capped, result)"
+                                 " VALUES ('loop_7', 60000, 60000, 'earlier', 90000, 1, 0, 0, 'delivered')")
+                      .status();
+                }).ok());
+  auto claims = db->WriteValue<std::vector<registry::Claim>>([](store::Tx& tx) {
+    registry::ClaimOptions o{61'000, 61'000, "this-host", 30'000, 256};
+    return registry::ClaimDue(tx, o, [](const Schedule& s) { return Timetable::Make(s, TimeZone::Utc()); },
+                              [] { return std::string("unused"); });
+  });
+  ASSERT_TRUE(claims.ok()) << claims.status().ToString();
+  ASSERT_EQ(claims->size(), static_cast<size_t>(kLoops - 1));
+  std::set<std::string> claimed;
+  for (const registry::Claim& c : *claims) {
+    claimed.insert(c.loop.loop_id);
+    EXPECT_EQ(c.nominal, 60'000);
+    EXPECT_EQ(c.attempts, 1);
+    EXPECT_EQ(c.loop.version, 4);
+    EXPECT_EQ(c.loop.due_at, std::optional<int64_t>(120'000));
+  }
+  EXPECT_EQ(claimed.size(), static_cast<size_t>(kLoops - 1));
+  EXPECT_FALSE(claimed.count("loop_7"));
+  auto counts = db->ReadValue<std::array<int64_t, 3>>([](store::Tx& tx) -> Result<std::array<int64_t, 3>> {
+    std::array<int64_t, 3> out{};
+    DSH_RETURN_IF_ERROR(tx.Query(
+        "SELECT (SELECT COUNT(*) FROM loops WHERE due_at = 120000 AND next_at = 120000 AND version = 4),"
+        " (SELECT COUNT(*) FROM loop_runs WHERE claimed_by = 'this-host' AND nominal_at = 60000"
+        "   AND claim_expires = 91000 AND result IS NULL),"
+        " (SELECT COUNT(*) FROM loop_runs)",
+        {}, [&](const store::Row& row) {
+          out = {row.Int(0), row.Int(1), row.Int(2)};
+          return Status::Ok();
+        }));
+    return out;
+  });
+  ASSERT_TRUE(counts.ok()) << counts.status().ToString();
+  EXPECT_EQ((*counts)[0], kLoops);      // every loop moved on once, loop_7 too
+  EXPECT_EQ((*counts)[1], kLoops - 1);  // a run row each, claimed now
+  EXPECT_EQ((*counts)[2], kLoops);      // and loop_7's earlier one
   db->Close();
 }
 

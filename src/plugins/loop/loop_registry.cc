@@ -4,7 +4,10 @@
 #include <array>
 #include <limits>
 #include <memory>
+#include <set>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "agent/agent_store.h"
 
@@ -262,6 +265,88 @@ Status WriteState(Tx& tx, const LoopRecord& l) {
                       params, 1);
 }
 
+// The fresh occurrences of one claim, written a chunk of them per statement
+// (each statement costs the server more than its rows): the loops' next due
+// time, compare-and-set on their versions, then their run rows. A chunk is
+// padded to one of two sizes, so that the texts stay few.
+struct FreshClaim {
+  Claim claim;
+  int64_t version = 0;  // the loop's, as read
+};
+constexpr size_t kSmallChunk = 8;
+constexpr size_t kChunk = 64;
+
+std::string ChunkValues(size_t rows, std::string_view typed_row, std::string_view row) {
+  std::string out = "(VALUES " + std::string(typed_row);
+  for (size_t i = 1; i < rows; ++i) out += ", " + std::string(row);
+  return out + ") AS v";
+}
+
+// UPDATE … FROM VALUES names the values' columns column1… on both backends;
+// the first row's casts type them on PostgreSQL.
+const std::string& ClaimLoopsSql(size_t rows) {
+  auto make = [](size_t n) {
+    return "UPDATE loops SET due_at = v.column2, next_at = v.column3, retry_at = NULL, retry_nominal = NULL,"
+           " version = version + 1 FROM " +
+           ChunkValues(n, "(CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT))",
+                       "(?, ?, ?, ?)") +
+           " WHERE loops.loop_id = v.column1 AND loops.version = v.column4";
+  };
+  static const std::string kSmall = make(kSmallChunk), kLarge = make(kChunk);
+  return rows == kSmallChunk ? kSmall : kLarge;
+}
+
+const std::string& InsertRunsSql(size_t rows) {
+  auto make = [](size_t n) {
+    return "INSERT INTO loop_runs (loop_id, nominal_at, claimed_at, claimed_by, claim_expires, attempts, skipped,"
+           " skipped_capped, target_session_id) SELECT v.column1, v.column2, ?, ?, ?, 1, v.column3, v.column4,"
+           " v.column5 FROM " +
+           ChunkValues(n,
+                       "(CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS TEXT))",
+                       "(?, ?, ?, ?, ?)") +
+           " WHERE v.column1 IS NOT NULL ON CONFLICT (loop_id, nominal_at) DO NOTHING RETURNING loop_id";
+  };
+  static const std::string kSmall = make(kSmallChunk), kLarge = make(kChunk);
+  return rows == kSmallChunk ? kSmall : kLarge;
+}
+
+// Appends to `claims` those of `fresh` whose run row this claim inserted (a
+// run row of the same occurrence exists when the wall clock went back).
+Status ClaimFresh(Tx& tx, const ClaimOptions& o, int64_t expires, std::vector<FreshClaim>& fresh,
+                  std::vector<Claim>& claims) {
+  for (size_t at = 0; at < fresh.size(); at += kChunk) {
+    const size_t n = std::min(kChunk, fresh.size() - at);
+    const size_t rows = n <= kSmallChunk ? kSmallChunk : kChunk;
+    std::vector<Value> loops, runs = {o.now, std::string_view(o.holder), expires};
+    loops.reserve(rows * 4);
+    runs.reserve(3 + rows * 5);
+    for (size_t i = 0; i < rows; ++i) {
+      if (i >= n) {  // padding: matches no loop, inserts no row
+        loops.insert(loops.end(), 4, Value(nullptr));
+        runs.insert(runs.end(), 5, Value(nullptr));
+        continue;
+      }
+      const FreshClaim& f = fresh[at + i];
+      const Claim& c = f.claim;
+      loops.insert(loops.end(), {std::string_view(c.loop.loop_id), OptValue(c.loop.due_at), OptValue(c.loop.next_at()),
+                                 f.version});
+      runs.insert(runs.end(), {std::string_view(c.loop.loop_id), c.nominal, c.skipped,
+                               int64_t{c.skipped_capped ? 1 : 0}, OptValue(c.new_session_id)});
+    }
+    // The rows are this claim's (SKIP LOCKED): each must match.
+    DSH_RETURN_IF_ERROR(tx.ExecLater(ClaimLoopsSql(rows), loops, static_cast<int64_t>(n)));
+    std::set<std::string> inserted;
+    DSH_RETURN_IF_ERROR(tx.Query(InsertRunsSql(rows), runs, [&](const Row& row) {
+      inserted.insert(row.String(0));
+      return Status::Ok();
+    }));
+    for (size_t i = at; i < at + n; ++i) {
+      if (inserted.count(fresh[i].claim.loop.loop_id)) claims.push_back(std::move(fresh[i].claim));
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status Insert(Tx& tx, const LoopRecord& l) {
@@ -408,6 +493,7 @@ Result<std::vector<Claim>> ClaimDue(Tx& tx, const ClaimOptions& o,
                                               "WHERE l.next_at <= ? ORDER BY l.next_at LIMIT ?"
                                               " /*postgres: FOR NO KEY UPDATE OF l SKIP LOCKED*/",
                                               params, kSelectLoopsToClaim));
+  std::vector<FreshClaim> fresh_claims;
   for (LoopRecord& l : due) {
     Claim c;
     bool fresh = l.due_at && *l.due_at <= horizon;
@@ -421,53 +507,44 @@ Result<std::vector<Claim>> ClaimDue(Tx& tx, const ClaimOptions& o,
       c.nominal = up.nominal;
       c.skipped = up.skipped;
       c.skipped_capped = up.skipped_capped;
+      if (l.target == kTargetNew) c.new_session_id = new_session_id();
       updated.due_at = up.following;
       updated.retry_at.reset();  // a failed earlier occurrence is given up for this newer one
       updated.retry_nominal.reset();
-    } else {
-      if (!l.retry_nominal) {  // a retry time without an occurrence: cannot happen; clear it
-        updated.retry_at.reset();
-        DSH_RETURN_IF_ERROR(WriteState(tx, updated));
-        continue;
-      }
-      c.nominal = *l.retry_nominal;
-      c.deliver_at = std::max(o.now, l.retry_at.value_or(o.now));
-      updated.retry_at.reset();
+      updated.open_claim = LoopRecord::OpenClaim{c.nominal, o.holder, expires};
+      const int64_t version = updated.version++;
+      c.loop = std::move(updated);
+      fresh_claims.push_back({std::move(c), version});  // written together below
+      continue;
     }
+    // A retry of a failed occurrence: its run row opens again.
+    updated.retry_at.reset();
+    if (!l.retry_nominal) {  // a retry time without an occurrence: cannot happen; clear it
+      DSH_RETURN_IF_ERROR(WriteState(tx, updated));
+      continue;
+    }
+    c.nominal = *l.retry_nominal;
+    c.deliver_at = std::max(o.now, l.retry_at.value_or(o.now));
     DSH_RETURN_IF_ERROR(WriteState(tx, updated));  // the row is this claim's: SKIP LOCKED
     ++updated.version;
-    if (fresh) {
-      std::optional<std::string> target;
-      if (l.target == kTargetNew) target = new_session_id();
-      std::array<Value, 8> run = {std::string_view(l.loop_id), c.nominal, o.now, std::string_view(o.holder),
-                                  expires, c.skipped, int64_t{c.skipped_capped ? 1 : 0}, OptValue(target)};
-      DSH_ASSIGN_OR_RETURN(int64_t inserted,
-                           tx.Exec("INSERT INTO loop_runs (loop_id, nominal_at, claimed_at, claimed_by, claim_expires,"
-                                   " attempts, skipped, skipped_capped, target_session_id)"
-                                   " VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?) ON CONFLICT (loop_id, nominal_at) DO NOTHING",
-                                   run));
-      if (inserted != 1) continue;  // this occurrence was claimed before (the wall clock went back)
-      c.new_session_id = target;
-      c.attempts = 1;
-    } else {
-      std::optional<std::string> target;
-      int64_t attempts = 0;
-      DSH_RETURN_IF_ERROR(tx.Query(
-          "UPDATE loop_runs SET claimed_at = ?, claimed_by = ?, claim_expires = ?, attempts = attempts + 1,"
-          " result = NULL, error = NULL WHERE loop_id = ? AND nominal_at = ? RETURNING attempts, target_session_id",
-          {o.now, std::string_view(o.holder), expires, std::string_view(l.loop_id), c.nominal}, [&](const Row& row) {
-            attempts = row.Int(0);
-            target = row.OptString(1);
-            return Status::Ok();
-          }));
-      if (attempts == 0) continue;  // the run row is gone: nothing to retry
-      c.attempts = attempts;
-      c.new_session_id = target;
-    }
+    std::optional<std::string> target;
+    int64_t attempts = 0;
+    DSH_RETURN_IF_ERROR(tx.Query(
+        "UPDATE loop_runs SET claimed_at = ?, claimed_by = ?, claim_expires = ?, attempts = attempts + 1,"
+        " result = NULL, error = NULL WHERE loop_id = ? AND nominal_at = ? RETURNING attempts, target_session_id",
+        {o.now, std::string_view(o.holder), expires, std::string_view(l.loop_id), c.nominal}, [&](const Row& row) {
+          attempts = row.Int(0);
+          target = row.OptString(1);
+          return Status::Ok();
+        }));
+    if (attempts == 0) continue;  // the run row is gone: nothing to retry
+    c.attempts = attempts;
+    c.new_session_id = target;
     updated.open_claim = LoopRecord::OpenClaim{c.nominal, o.holder, expires};
     c.loop = std::move(updated);
     claims.push_back(std::move(c));
   }
+  DSH_RETURN_IF_ERROR(ClaimFresh(tx, o, expires, fresh_claims, claims));
   return claims;
 }
 

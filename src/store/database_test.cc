@@ -1058,14 +1058,28 @@ TEST(PgConnection, AWriteSentLaterThatTheServerSkippedLosesTheTransaction) {
 // A job that waits for a row another connection never lets go is run again
 // (contended) and fails with `unavailable` after DatabaseOptions::
 // contended_for, saving nothing; jobs on other rows commit all the while.
+// Two counters, rows 1 and 2, at 0.
+std::vector<Migration> Counters() {
+  return {{"counter", 1, {"CREATE TABLE counter (id BIGINT PRIMARY KEY, n BIGINT NOT NULL)",
+                          "INSERT INTO counter VALUES (1, 0), (2, 0)"}}};
+}
+Result<std::pair<int64_t, int64_t>> CounterValues(Database& db) {
+  return db.ReadValue<std::pair<int64_t, int64_t>>([](Tx& tx) -> Result<std::pair<int64_t, int64_t>> {
+    std::pair<int64_t, int64_t> out;
+    DSH_RETURN_IF_ERROR(tx.Query("SELECT id, n FROM counter ORDER BY id", {}, [&](const Row& row) {
+      (row.Int(0) == 1 ? out.first : out.second) = row.Int(1);
+      return Status::Ok();
+    }));
+    return out;
+  });
+}
+
 TEST(PgDatabase, AJobWhoseRowStaysHeldGivesUpWhileOthersCommit) {
   auto conninfo = testing::PgTestServer::NewDatabase();
   ASSERT_TRUE(conninfo.ok()) << conninfo.status().ToString();
-  std::vector<Migration> counter = {{"counter", 1, {"CREATE TABLE counter (id BIGINT PRIMARY KEY, n BIGINT NOT NULL)",
-                                                    "INSERT INTO counter VALUES (1, 0), (2, 0)"}}};
   DatabaseOptions options;
   options.contended_for = std::chrono::seconds(1);
-  auto db = Database::Open(testing::PgTestServer::Factory(*conninfo), counter, options);
+  auto db = Database::Open(testing::PgTestServer::Factory(*conninfo), Counters(), options);
   ASSERT_TRUE(db.ok()) << db.status().ToString();
   auto frozen = testing::PgTestServer::Factory(*conninfo)->Open();
   ASSERT_TRUE(frozen.ok());
@@ -1093,14 +1107,7 @@ TEST(PgDatabase, AJobWhoseRowStaysHeldGivesUpWhileOthersCommit) {
   EXPECT_GE(stats.contended, 2u);  // run again at least once before giving up
   EXPECT_EQ(stats.contended_failed, 1u);
   ASSERT_TRUE((*frozen)->Commit().ok());
-  auto n = (*db)->ReadValue<std::pair<int64_t, int64_t>>([](Tx& tx) -> Result<std::pair<int64_t, int64_t>> {
-    std::pair<int64_t, int64_t> out;
-    DSH_RETURN_IF_ERROR(tx.Query("SELECT id, n FROM counter ORDER BY id", {}, [&](const Row& row) {
-      (row.Int(0) == 1 ? out.first : out.second) = row.Int(1);
-      return Status::Ok();
-    }));
-    return out;
-  });
+  auto n = CounterValues(**db);
   ASSERT_TRUE(n.ok());
   EXPECT_EQ(n->first, 1);   // the frozen transaction's; the job that gave up saved nothing
   EXPECT_EQ(n->second, 5);
@@ -1113,9 +1120,7 @@ TEST(PgDatabase, AJobWhoseRowStaysHeldGivesUpWhileOthersCommit) {
 TEST(PgDatabase, AContendedJobWithoutSavepointRunsLaterWhileItsBatchCommitsOnce) {
   auto conninfo = testing::PgTestServer::NewDatabase();
   ASSERT_TRUE(conninfo.ok()) << conninfo.status().ToString();
-  std::vector<Migration> counter = {{"counter", 1, {"CREATE TABLE counter (id BIGINT PRIMARY KEY, n BIGINT NOT NULL)",
-                                                    "INSERT INTO counter VALUES (1, 0), (2, 0)"}}};
-  auto db = Database::Open(testing::PgTestServer::Factory(*conninfo), counter);
+  auto db = Database::Open(testing::PgTestServer::Factory(*conninfo), Counters());
   ASSERT_TRUE(db.ok()) << db.status().ToString();
   auto frozen = testing::PgTestServer::Factory(*conninfo)->Open();
   ASSERT_TRUE(frozen.ok());
@@ -1166,14 +1171,7 @@ TEST(PgDatabase, AContendedJobWithoutSavepointRunsLaterWhileItsBatchCommitsOnce)
   Database::Stats stats = (*db)->stats();
   EXPECT_EQ(stats.rolled_back_to_isolate - before.rolled_back_to_isolate, 1u);
   EXPECT_GE(stats.contended - before.contended, 1u);
-  auto n = (*db)->ReadValue<std::pair<int64_t, int64_t>>([](Tx& tx) -> Result<std::pair<int64_t, int64_t>> {
-    std::pair<int64_t, int64_t> out;
-    DSH_RETURN_IF_ERROR(tx.Query("SELECT id, n FROM counter ORDER BY id", {}, [&](const Row& row) {
-      (row.Int(0) == 1 ? out.first : out.second) = row.Int(1);
-      return Status::Ok();
-    }));
-    return out;
-  });
+  auto n = CounterValues(**db);
   ASSERT_TRUE(n.ok());
   EXPECT_EQ(n->first, 2);   // the frozen transaction's and the contended job's, once
   EXPECT_EQ(n->second, 2);  // the batch's two jobs, once each

@@ -449,11 +449,9 @@ size_t Database::CommitBatch(Connection& conn, std::vector<Pending>& batch, size
       ++stats_.rolled_back_to_isolate;
       return first;
     }
-    // The transaction's first job needs no savepoint: if it fails, rolling
-    // the transaction back undoes nothing else. A job that fails before
-    // writing leaves the transaction usable on both backends (its checks
-    // are not failed statements); a failed statement, which aborts a
-    // PostgreSQL transaction, counts as a failure after a change.
+    // SQLite: the transaction's first job needs no savepoint (if it fails,
+    // rolling the transaction back undoes nothing else), nor does a job that
+    // fails only before writing (its checks leave the transaction usable).
     if (!postgres && (end == first || job.isolation == JobIsolation::kFailsBeforeWriting)) {
       int64_t changes = conn.TotalChanges();
       results.push_back(RunJob(job.job, conn));

@@ -117,7 +117,9 @@ class Subscription {
 //
 // Thread-safe. Destruction (or Close) drains queued jobs first.
 //
-// How a write job's failure is kept from the rest of its batch.
+// How a write job's failure is kept from the rest of its batch on SQLite
+// (on PostgreSQL, where a failed statement aborts the transaction, JobRerun
+// decides whether a job goes without a savepoint).
 enum class JobIsolation {
   // The default: the job runs in its own savepoint; an error rolls back its
   // changes and nothing else.

@@ -282,22 +282,27 @@ std::string ChunkValues(size_t rows, std::string_view typed_row, std::string_vie
   return out + ") AS v";
 }
 
+// `make`'s statement for a chunk of `rows` (kSmallChunk or kChunk), built once.
+template <typename Make>
+const std::string& ChunkSql(size_t rows, Make make) {
+  static const std::string kSmall = make(kSmallChunk), kLarge = make(kChunk);
+  return rows == kSmallChunk ? kSmall : kLarge;
+}
+
 // UPDATE … FROM VALUES names the values' columns column1… on both backends;
 // the first row's casts type them on PostgreSQL.
 const std::string& ClaimLoopsSql(size_t rows) {
-  auto make = [](size_t n) {
+  return ChunkSql(rows, [](size_t n) {
     return "UPDATE loops SET due_at = v.column2, next_at = v.column3, retry_at = NULL, retry_nominal = NULL,"
            " version = version + 1 FROM " +
            ChunkValues(n, "(CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT))",
                        "(?, ?, ?, ?)") +
            " WHERE loops.loop_id = v.column1 AND loops.version = v.column4";
-  };
-  static const std::string kSmall = make(kSmallChunk), kLarge = make(kChunk);
-  return rows == kSmallChunk ? kSmall : kLarge;
+  });
 }
 
 const std::string& InsertRunsSql(size_t rows) {
-  auto make = [](size_t n) {
+  return ChunkSql(rows, [](size_t n) {
     return "INSERT INTO loop_runs (loop_id, nominal_at, claimed_at, claimed_by, claim_expires, attempts, skipped,"
            " skipped_capped, target_session_id) SELECT v.column1, v.column2, ?, ?, ?, 1, v.column3, v.column4,"
            " v.column5 FROM " +
@@ -305,9 +310,7 @@ const std::string& InsertRunsSql(size_t rows) {
                        "(CAST(? AS TEXT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS TEXT))",
                        "(?, ?, ?, ?, ?)") +
            " WHERE v.column1 IS NOT NULL ON CONFLICT (loop_id, nominal_at) DO NOTHING RETURNING loop_id";
-  };
-  static const std::string kSmall = make(kSmallChunk), kLarge = make(kChunk);
-  return rows == kSmallChunk ? kSmall : kLarge;
+  });
 }
 
 // Appends to `claims` those of `fresh` whose run row this claim inserted (a

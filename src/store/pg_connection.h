@@ -102,13 +102,14 @@ class PgConnectionFactory final : public ConnectionFactory {
 std::string TranslateForPostgres(std::string_view sql);
 
 // Whether `sql` (PostgreSQL's form) has one best plan whatever its
-// parameters: an INSERT of VALUES, or a statement without joins, orders,
-// limits, groups or subqueries whose conditions are equalities only (no
-// ranges, no IS NULL, no IN, OR, NOT, LIKE, ANY or full-text match). Such
-// a statement is prepared and planned once per connection; any other is
-// planned for each call's parameters. Conservative by design: a statement
-// it wrongly calls "one plan" could keep a plan that a growing table makes
-// slow, while one it wrongly refuses only pays its planning again.
+// parameters: a query without parameters, an INSERT of VALUES, or a
+// statement without joins, limits, groups or subqueries whose conditions
+// are equalities and null tests only (no ranges, no IN, OR, NOT, LIKE, ANY
+// or full-text match), perhaps with an order. Such a statement is prepared once per connection and keeps its
+// generic plan (prepared again as it keeps running, for the tables' growth);
+// any other is planned for each call's parameters. Conservative by design:
+// a statement it wrongly calls "one plan" could keep a plan that suits some
+// values badly, while one it wrongly refuses only pays its planning again.
 bool HasOnePlan(std::string_view sql);
 
 }  // namespace dsh::store

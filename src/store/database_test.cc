@@ -815,6 +815,26 @@ TEST(PgConnection, PlansOnceOnlyStatementsWhosePlanCannotDependOnTheirParameters
   }
 }
 
+// A connection to a new database of its own, dropped at the end.
+struct ScratchPg {
+  std::string conninfo;
+  std::unique_ptr<PgConnectionFactory> factory;
+  std::unique_ptr<Connection> conn;
+  ~ScratchPg() {
+    conn.reset();
+    if (!conninfo.empty()) testing::PgTestServer::DropDatabase(conninfo);
+  }
+};
+void OpenScratchPg(ScratchPg& out) {
+  auto conninfo = testing::PgTestServer::NewDatabase();
+  ASSERT_TRUE(conninfo.ok()) << conninfo.status().ToString();
+  out.conninfo = *conninfo;
+  out.factory = std::make_unique<PgConnectionFactory>(PgOptions{.url = *conninfo});
+  auto c = out.factory->Open();
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  out.conn = std::move(c).value();
+}
+
 // A statement not planned once is planned for the values it runs with. Seen
 // from outside: the planner folds an expression of constants, so with the
 // values known it divides by the zero given for `?` while planning, in a
@@ -824,12 +844,9 @@ TEST(PgConnection, PlansOnceOnlyStatementsWhosePlanCannotDependOnTheirParameters
 // claim of due loops then scanned every loop and sorted them, 2.5 ms a call
 // at 7,000 loops, a fifth of the server's time per occurrence.
 TEST(PgConnection, StatementsNotPlannedOnceArePlannedForTheirValues) {
-  auto conninfo = testing::PgTestServer::NewDatabase();
-  ASSERT_TRUE(conninfo.ok()) << conninfo.status().ToString();
-  PgConnectionFactory factory(PgOptions{.url = *conninfo});
-  auto c = factory.Open();
-  ASSERT_TRUE(c.ok()) << c.status().ToString();
-  Connection& conn = **c;
+  ScratchPg pg;
+  ASSERT_NO_FATAL_FAILURE(OpenScratchPg(pg));
+  Connection& conn = *pg.conn;
   ASSERT_TRUE(conn.Exec("CREATE TABLE t (a BIGINT)").ok());
   ASSERT_TRUE(conn.Exec("INSERT INTO t SELECT generate_series(1, 100)").ok());
   constexpr const char* kSql = "SELECT a FROM t WHERE a = ? AND CASE WHEN a < 0 THEN 1 / ? ELSE 1 END = 1 ORDER BY a";
@@ -862,8 +879,6 @@ TEST(PgConnection, StatementsNotPlannedOnceArePlannedForTheirValues) {
                   .ok());
   EXPECT_GE(generic, 5);
   EXPECT_LE(custom, 5);
-  c->reset();
-  testing::PgTestServer::DropDatabase(*conninfo);
 }
 
 // A generic plan is made for the table as it is then. Made while a table
@@ -873,12 +888,9 @@ TEST(PgConnection, StatementsNotPlannedOnceArePlannedForTheirValues) {
 // second. The connection prepares its statements again as they keep
 // running, so the plan follows the table.
 TEST(PgConnection, AGenericPlanIsMadeAgainAsItsTableGrows) {
-  auto conninfo = testing::PgTestServer::NewDatabase();
-  ASSERT_TRUE(conninfo.ok()) << conninfo.status().ToString();
-  PgConnectionFactory factory(PgOptions{.url = *conninfo});
-  auto c = factory.Open();
-  ASSERT_TRUE(c.ok()) << c.status().ToString();
-  Connection& conn = **c;
+  ScratchPg pg;
+  ASSERT_NO_FATAL_FAILURE(OpenScratchPg(pg));
+  Connection& conn = *pg.conn;
   ASSERT_TRUE(conn.Exec("CREATE TABLE t (a BIGINT PRIMARY KEY, b TEXT) WITH (autovacuum_enabled = false)").ok());
   ASSERT_TRUE(conn.Exec("VACUUM t").ok());  // known to be empty
   constexpr const char* kLookup = "SELECT b FROM t WHERE a = ?";
@@ -907,8 +919,6 @@ TEST(PgConnection, AGenericPlanIsMadeAgainAsItsTableGrows) {
   lookups(100);
   const std::string grown = plan();
   EXPECT_NE(grown.find("Index Scan using t_pkey"), std::string::npos) << grown;
-  c->reset();
-  testing::PgTestServer::DropDatabase(*conninfo);
 }
 
 TEST(PgConnection, DescribesTheServerWithoutThePassword) {

@@ -204,8 +204,6 @@ void LoopScheduler::Tick() {
         if (options_.on_step) {
           for (const registry::Claim& claim : batch->claims) options_.on_step(SchedulerStep::kClaimCommitted, claim);
         }
-        // The next claim need not wait for these deliveries.
-        boost::asio::post(strand_, [this, full, next = batch->next_wake] { FinishTick(full, next); });
         int64_t now = ToUnixMillis(clock_.Now());
         for (const registry::Claim& claim : batch->claims) {
           if (claim.deliver_at <= now) {
@@ -216,6 +214,10 @@ void LoopScheduler::Tick() {
           auto timer = std::make_shared<boost::asio::steady_timer>(ioc_, std::chrono::milliseconds(claim.deliver_at - now));
           timer->async_wait([this, timer, claim](const boost::system::error_code&) { DeliverAndRecord(claim); });
         }
+        // The next claim need not wait for these deliveries. Last: once the
+        // tick has finished, Stop() may return and this object go (the
+        // claims above keep it, counted in in_flight_).
+        boost::asio::post(strand_, [this, full, next = batch->next_wake] { FinishTick(full, next); });
       },
       store::JobIsolation::kSavepoint, store::JobRerun::kAlsoAfterSuccess);
 }

@@ -790,7 +790,7 @@ TEST(PgConnection, PlansOnceOnlyStatementsWhosePlanCannotDependOnTheirParameters
   EXPECT_TRUE(HasOnePlan("SELECT (SELECT MIN(a) FROM t), (SELECT MAX(b) FROM u WHERE c > 0)"));
   EXPECT_TRUE(HasOnePlan("SELECT 1"));
   EXPECT_TRUE(HasOnePlan("INSERT INTO t SELECT * FROM u"));
-  // Anything whose best plan depends on the values or the tables' sizes:
+  // Anything whose best plan depends on the values:
   // planned for each call.
   for (const char* sql : {
            "SELECT * FROM loops WHERE next_at <= $1",

@@ -105,11 +105,12 @@ std::string TranslateForPostgres(std::string_view sql);
 // parameters: a query without parameters, an INSERT of VALUES, or a
 // statement without joins, limits, groups or subqueries whose conditions
 // are equalities and null tests only (no ranges, no IN, OR, NOT, LIKE, ANY
-// or full-text match), perhaps with an order. Such a statement is prepared once per connection and keeps its
-// generic plan (prepared again as it keeps running, for the tables' growth);
-// any other is planned for each call's parameters. Conservative by design:
-// a statement it wrongly calls "one plan" could keep a plan that suits some
-// values badly, while one it wrongly refuses only pays its planning again.
+// or full-text match), perhaps with an order. Such a statement is prepared
+// once per connection and keeps its generic plan (prepared again as it
+// keeps running, for the tables' growth); any other is planned for each
+// call's parameters. Conservative by design: a statement it wrongly calls
+// "one plan" could keep a plan that suits some values badly, while one it
+// wrongly refuses only pays its planning again.
 bool HasOnePlan(std::string_view sql);
 
 }  // namespace dsh::store

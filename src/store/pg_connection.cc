@@ -504,7 +504,7 @@ class PgConnection final : public Connection {
     auto it = prepared_.find(key);
     if (it != prepared_.end() && it->second.planned_once && ++it->second.runs >= it->second.replan_at &&
         PQtransactionStatus(conn_) != PQTRANS_INERROR) {
-      DSH_RETURN_IF_ERROR(PrepareAgain(it->second));
+      DSH_RETURN_IF_ERROR(PrepareAgain(it));
     }
     if (it == prepared_.end()) {
       DSH_RETURN_IF_ERROR(SendDeferred());  // the transaction as it stands, for the guard below
@@ -532,15 +532,16 @@ class PgConnection final : public Connection {
     return &it->second;
   }
 
-  // `st` prepared anew under its name, for a generic plan of the tables as
-  // they are now.
-  Status PrepareAgain(Statement& st) {
+  // The statement at `it` prepared anew under its name, for a generic plan
+  // of the tables as they are now (forgotten if that fails).
+  Status PrepareAgain(std::unordered_map<std::string, Statement>::iterator it) {
+    Statement& st = it->second;
     DSH_RETURN_IF_ERROR(SendDeferred());  // they may run the old one
     DSH_RETURN_IF_ERROR(Simple("DEALLOCATE " + st.name));
     PgResult p(PQprepare(conn_, st.name.c_str(), st.text.c_str(), static_cast<int>(st.types.size()), st.types.data()));
     if (PQresultStatus(p.get()) != PGRES_COMMAND_OK) {
       Status error = Error(p.get(), st.text);
-      prepared_.erase(std::find_if(prepared_.begin(), prepared_.end(), [&](const auto& e) { return &e.second == &st; }));
+      prepared_.erase(it);
       return error;
     }
     st.runs = 0;

@@ -36,7 +36,9 @@
 //    claimed occurrences per second (first claim → last claim), delivered
 //    occurrences per second (first claim → last delivery, as loop_bench), and
 //    the time until the last of their turns ended (inbox consumed_at). One
-//    host and three hosts, on both backends.
+//    host and three hosts, on both backends. Then the reference for the CPU
+//    per occurrence: `pgbench` writing an occurrence's rows with the hosts'
+//    statements, three clients, on the same server (PgbenchOccurrences).
 //
 // `--only` runs one of the two; `--max-batch` caps the append case's
 // transactions (DatabaseOptions::max_batch), for A/B comparisons.
@@ -401,6 +403,41 @@ struct Bench {
     return f;
   }
 
+  // Debian's newest pgbench; empty when there is none.
+  static std::string FindPgbench() {
+    std::string pgbench;
+    std::error_code ec;
+    for (const auto& dir : std::filesystem::directory_iterator("/usr/lib/postgresql", ec)) {
+      auto candidate = dir.path() / "bin" / "pgbench";
+      if (std::filesystem::exists(candidate) && candidate.string() > pgbench) pgbench = candidate.string();
+    }
+    return pgbench;
+  }
+
+  // Runs pgbench with `script` and `clients` clients for about
+  // args.seconds against `conninfo`; the transactions it committed (0 when
+  // its clients were still connecting when the time was up). Fails the run
+  // when pgbench fails (a script the schema no longer fits).
+  int64_t RunPgbench(const std::string& pgbench, const std::filesystem::path& script, int clients,
+                     const std::string& conninfo, const std::filesystem::path& out) {
+    char duration[16];
+    std::snprintf(duration, sizeof duration, "%d", std::max(1, static_cast<int>(args.seconds + 0.5)));
+    std::string cmd = "'" + pgbench + "' -n -M prepared -c " + std::to_string(clients) + " -j " +
+                      std::to_string(std::max(1u, std::thread::hardware_concurrency())) + " -T " + duration +
+                      " -f '" + script.string() + "' '" + conninfo + "' > '" + out.string() + "' 2>&1";
+    auto text = [&] {
+      std::ifstream log(out);
+      return std::string((std::istreambuf_iterator<char>(log)), {});
+    };
+    if (std::system(cmd.c_str()) != 0) Fail("pgbench", Status(codes::kUnavailable, cmd + ":\n" + text()));
+    std::istringstream lines(text());
+    const std::string processed = "number of transactions actually processed: ";
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind(processed, 0) == 0) return std::stoll(line.substr(processed.size()));
+    }
+    Fail("pgbench", Status(codes::kInternal, "no `" + processed + "` line in " + out.string()));
+  }
+
   // The physical limit of appends on this server (issue 32): `pgbench`,
   // PostgreSQL's own load driver, running an append's statements — the
   // session row locked, the event inserted, the row's counters set — with
@@ -409,12 +446,7 @@ struct Bench {
   // in that time; 0 when pgbench is missing
   // (it comes with Debian's postgresql package).
   double PgbenchAppends(const Place& place) {
-    std::string pgbench;
-    std::error_code ec;
-    for (const auto& dir : std::filesystem::directory_iterator("/usr/lib/postgresql", ec)) {
-      auto candidate = dir.path() / "bin" / "pgbench";
-      if (std::filesystem::exists(candidate) && candidate.string() > pgbench) pgbench = candidate.string();
-    }
+    const std::string pgbench = FindPgbench();
     if (pgbench.empty()) return 0;
     {
       auto db = store::Database::Open(place.Factory(), session::SessionStore::Migrations());
@@ -439,24 +471,119 @@ struct Bench {
                              " > 1764892800000 THEN updated_at ELSE 1764892800000 END WHERE num = :num;\n"
                              "END;\n";
     const std::filesystem::path out = place.home / "pgbench.out";
-    char duration[16];
-    std::snprintf(duration, sizeof duration, "%d", std::max(1, static_cast<int>(args.seconds + 0.5)));
-    std::string cmd = "'" + pgbench + "' -n -M prepared -c " + std::to_string(kAppenders) + " -j " +
-                      std::to_string(std::max(1u, std::thread::hardware_concurrency())) + " -T " + duration +
-                      " -f '" + script.string() + "' '" + place.conninfo + "' > '" + out.string() + "' 2>&1";
-    if (std::system(cmd.c_str()) != 0) {
-      std::ifstream log(out);
-      std::string text((std::istreambuf_iterator<char>(log)), {});
-      Fail("pgbench", Status(codes::kUnavailable, cmd + ":\n" + text));
-    }
+    const int64_t committed = RunPgbench(pgbench, script, kAppenders, place.conninfo, out);
+    // Its 64 clients did not all connect within the run (a loaded machine,
+    // a --quick run's one second): no rate.
+    if (committed == 0) return -1;
     std::ifstream log(out);
     for (std::string line; std::getline(log, line);) {
       if (line.rfind("tps = ", 0) == 0) return std::stod(line.substr(6));
-      // Its 64 clients did not all connect within the run (a loaded
-      // machine, a --quick run's one second): it prints no rate.
-      if (line == "number of transactions actually processed: 0") return -1;
     }
     Fail("pgbench", Status(codes::kInternal, "no `tps = ` line in " + out.string()));
+  }
+
+  // What an occurrence's own writes cost PostgreSQL driven by its own load
+  // program, the reference for the loop case's CPU per occurrence on this
+  // server (as PgbenchAppends is for appends): pgbench, three
+  // clients (as three hosts), each on sessions of its own, writing in one
+  // transaction sixteen occurrences' rows with the statements' shapes the
+  // hosts use — the loop claimed (its row and a run row), the `<loop>`
+  // delivery (its inbox row and unread count), the turn (the session row
+  // locked, two events, the session's counters, a search document, the
+  // inbox row started and consumed with its outcome) and the record (run
+  // and loop rows) — and nothing else: none of the hosts' reads (pending
+  // messages, leases, the claim's search for due loops), so it costs less
+  // than an occurrence can — but statement by statement, where the hosts
+  // write a claim's loops together. Server and pgbench CPU in ms per
+  // occurrence; nullopt without pgbench or when it committed nothing.
+  struct PgbenchCpu {
+    double server_ms = 0, pgbench_ms = 0;
+    int64_t occurrences = 0;
+  };
+  std::optional<PgbenchCpu> PgbenchOccurrences(const Place& place) {
+    const std::string pgbench = FindPgbench();
+    if (pgbench.empty()) return std::nullopt;
+    constexpr int kClients = 3, kSessionsEach = 30, kLoops = 100'000, kPerTransaction = 16;
+    {
+      std::unique_ptr<host::Host> h = OpenHost(place, 0);  // the whole schema
+      for (int i = 0; i < kClients * kSessionsEach; ++i) {
+        session::NewSession s = h->DefaultNewSession();
+        s.id = "ses_pgbench_" + std::to_string(i);
+        auto made = h->sessions().Create(s);
+        if (!made.ok()) Fail("create session", made.status());
+      }
+      h->Stop();
+      h->Close();
+    }
+    auto seeded = PgAdmin(place.conninfo,
+                          "INSERT INTO loops (loop_id, prompt, schedule, target, created_at, due_at, next_at,"
+                          " failures, state, version) SELECT 'loop_' || i, 'a prompt of typical length for a loop',"
+                          " '{\"kind\":\"every\",\"every_seconds\":60}', 'ses_pgbench_' || (i % 90), 0, 1000, 1000,"
+                          " 0, 'scheduled', 1 FROM generate_series(1, " +
+                              std::to_string(kLoops) + ") i");
+    if (!seeded.ok()) Fail("seed loops", seeded.status());
+    if (auto analyzed = PgAdmin(place.conninfo, "VACUUM ANALYZE"); !analyzed.ok()) Fail("analyze", analyzed.status());
+    // pgbench takes `:name` inside a literal for a variable: no colon in one.
+    std::string occurrence =
+        "\\set s :client_id * " + std::to_string(kSessionsEach) + " + random(0, " +
+        std::to_string(kSessionsEach - 1) + ")\n\\set l random(1, " + std::to_string(kLoops) +
+        ")\n"
+        "\\set k random(1, 1000000000000)\n"
+        "UPDATE loops SET due_at = 61000, next_at = 61000, version = version + 1"
+        " WHERE loop_id = 'loop_' || CAST(:l AS text);\n"
+        "INSERT INTO loop_runs (loop_id, nominal_at, claimed_at, claimed_by, claim_expires, attempts, skipped,"
+        " skipped_capped) VALUES ('loop_' || CAST(:l AS text), :k, 1000, 'host-1', 31000, 1, 0, 0);\n"
+        "INSERT INTO inbox (message_id, session_id, key, mode, wakeup, text, meta, created_at, kind, loop_id,"
+        " nominal_at, schedule_id, status, read) VALUES ('msg_' || CAST(:k AS text), 'ses_pgbench_' || CAST(:s AS"
+        " text), 'loop_' || CAST(:l AS text) || '/' || CAST(:k AS text), 'followup', 1, '<loop id=\"loop_x\">a"
+        " prompt of typical length for a loop</loop>', '{}', 1000, 'loop_run', 'loop_' || CAST(:l AS text), :k,"
+        " 'sched_x', 'pending', 0) RETURNING num AS inum \\gset\n"
+        "INSERT INTO activity_unread_shards (session_id, shard, n) VALUES ('ses_pgbench_' || CAST(:s AS text),"
+        " pg_backend_pid() % 8, CAST(1 AS bigint)) ON CONFLICT (session_id, shard) DO UPDATE SET n ="
+        " activity_unread_shards.n + 1;\n"
+        "SELECT num AS snum, last_seq + 1 AS seq, recent_tail AS tail FROM sessions"
+        " WHERE id = 'ses_pgbench_' || CAST(:s AS text) FOR NO KEY UPDATE \\gset\n"
+        "INSERT INTO events_recent (session_num, seq, type, at, data, prev) VALUES (:snum, :seq, 'message/user',"
+        " 1000, '{\"text\":\"<loop id=\\\"loop_x\\\">a prompt of typical length for a loop</loop>\",\"message_id\":"
+        "\"msg_x\"}', :tail) RETURNING id AS e1 \\gset\n"
+        "INSERT INTO events_recent (session_num, seq, type, at, data, prev) VALUES (:snum, :seq + 1,"
+        " 'message/assistant', 1001, '{\"text\":\"a prompt of typical length for a loop\"}', :e1)"
+        " RETURNING id AS e2 \\gset\n"
+        "UPDATE sessions SET last_seq = :seq + 1, recent_tail = :e2, updated_at = GREATEST(updated_at, 1001)"
+        " WHERE num = :snum;\n"
+        "INSERT INTO search_docs (session_num, seq, at, body) VALUES (:snum, :seq, 1000,"
+        " 'a prompt of typical length for a loop');\n"
+        "UPDATE inbox SET seq = :seq, started_at = 1000 WHERE num = :inum;\n"
+        "UPDATE inbox SET consumed_at = 1001, status = 'ok', ended_at = 1001, input_tokens = 10,"
+        " output_tokens = 10, summary = 'a prompt of typical length' WHERE num = :inum;\n"
+        "UPDATE loop_runs SET result = 'delivered', delivered_at = 1001, message_id = 'msg_' || CAST(:k AS text),"
+        " target_session_id = 'ses_pgbench_' || CAST(:s AS text)"
+        " WHERE loop_id = 'loop_' || CAST(:l AS text) AND nominal_at = :k;\n"
+        "UPDATE loops SET state = 'scheduled', last_run_at = 1001, last_result = 'delivered', failures = 0"
+        " WHERE loop_id = 'loop_' || CAST(:l AS text);\n";
+    const std::filesystem::path script = place.home / "occurrences.sql";
+    {
+      std::ofstream file(script);
+      file << "BEGIN;\n";
+      for (int i = 0; i < kPerTransaction; ++i) file << occurrence;
+      file << "END;\n";
+    }
+    const pid_t postmaster = Postmaster(place.conninfo);
+    auto children = [] {
+      rusage u{};
+      getrusage(RUSAGE_CHILDREN, &u);  // pgbench, once its shell is waited for
+      auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
+      return sec(u.ru_utime) + sec(u.ru_stime);
+    };
+    const double server0 = ServerCpuSeconds(postmaster), pgbench0 = children();
+    const int64_t committed = RunPgbench(pgbench, script, kClients, place.conninfo, place.home / "occurrences.out");
+    const double server = ServerCpuSeconds(postmaster) - server0, own = children() - pgbench0;
+    if (committed == 0 || postmaster == 0) return std::nullopt;
+    PgbenchCpu f;
+    f.occurrences = committed * kPerTransaction;
+    f.server_ms = server * 1000.0 / static_cast<double>(f.occurrences);
+    f.pgbench_ms = own * 1000.0 / static_cast<double>(f.occurrences);
+    return f;
   }
 
   // ---- 2. loops ----
@@ -947,6 +1074,29 @@ struct Bench {
         std::printf("| %d | %s | %.3f | %.3f | %.3f | %.0f | %s |\n", r.hosts, r.postgres ? "PostgreSQL" : "SQLite",
                     r.f.cpu_hosts_ms, r.f.cpu_server_ms, total, ceiling,
                     Ratio(ceiling, sqlite1.delivered_per_second).c_str());
+      }
+      {
+        Place place = NewPlace(true);
+        std::optional<PgbenchCpu> reference = PgbenchOccurrences(place);
+        DropPlace(place);
+        const LoopFigures* three = nullptr;
+        for (const Row& r : rows) {
+          if (r.hosts == 3 && r.postgres) three = &r.f;
+        }
+        if (reference && three) {
+          const double total = reference->server_ms + reference->pgbench_ms;
+          std::printf(
+              "\nAn occurrence's rows written by PostgreSQL's own load program: `pgbench -M prepared`, 3 clients, "
+              "the hosts' statements for those rows and no reads, 16 occurrences a transaction (%lld occurrences): "
+              "pgbench %.3f ms, server %.3f ms, total %.3f ms CPU per occurrence; three PostgreSQL hosts ÷ pgbench: "
+              "%s; pgbench ÷ one SQLite host: %s.\n",
+              static_cast<long long>(reference->occurrences), reference->pgbench_ms, reference->server_ms, total,
+              Ratio(three->cpu_hosts_ms + three->cpu_server_ms, total).c_str(),
+              Ratio(total, sqlite1.cpu_hosts_ms + sqlite1.cpu_server_ms).c_str());
+        } else {
+          std::printf("\nNo pgbench reference for the CPU (no pgbench under /usr/lib/postgresql, the server is not "
+                      "on this machine, or it committed nothing in its time).\n");
+        }
       }
       std::printf(
           "\n## Delivery lateness: %lld occurrences over %g s (%.0f due/s), delivered_at − nominal\n\n",

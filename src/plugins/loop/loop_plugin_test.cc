@@ -339,6 +339,25 @@ class LoopClaimPlanTest : public ::testing::TestWithParam<std::string> {
 
   bool pg() const { return GetParam() == "postgres"; }
 
+  // 4,000 loops, loop_1 … loop_4000 (created_at their number), all due at 1 s.
+  static Status InsertDueLoops(store::Tx& tx, const std::string& schedule) {
+    return tx
+        .Exec("WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < 4000)"
+              " INSERT INTO loops (loop_id, prompt, schedule, target, created_at, due_at, next_at, failures, state,"
+              " version) SELECT 'loop_' || n, 'p', ?, 'global', n, 1000, 1000, 0, 'scheduled', 1 FROM g",
+              {std::string_view(schedule)})
+        .status();
+  }
+
+  // Half of those loops claimed by another host, not yet recorded.
+  static Status ClaimHalfElsewhere(store::Tx& tx) {
+    return tx
+        .Exec("INSERT INTO loop_runs (loop_id, nominal_at, claimed_at, claimed_by, claim_expires, attempts, skipped,"
+              " skipped_capped) SELECT loop_id, 1000, 1000, 'another-host', 31000, 1, 0, 0 FROM loops"
+              " WHERE created_at <= 2000")
+        .status();
+  }
+
   static Result<std::vector<registry::Claim>> Claim(store::Database& db, int64_t now, int limit) {
     return db.WriteValue<std::vector<registry::Claim>>([=](store::Tx& tx) {
       registry::ClaimOptions o{now, now, "this-host", 30'000, limit};
@@ -391,20 +410,11 @@ TEST_P(LoopClaimPlanTest, AClaimReadsNoRunsWhateverIsOpen) {
   auto db = OpenRecording("l.next_at <= ?");
   ASSERT_TRUE(db);
   ASSERT_TRUE(db->WriteSync([&](store::Tx& tx) {
-                  DSH_RETURN_IF_ERROR(
-                      tx.Exec("WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < 4000)"
-                              " INSERT INTO loops (loop_id, prompt, schedule, target, created_at, due_at, next_at,"
-                              " failures, state, version)"
-                              " SELECT 'loop_' || n, 'p', '{}', 'global', n, 1000, 1000, 0, 'scheduled', 1 FROM g")
-                          .status());
+                  DSH_RETURN_IF_ERROR(InsertDueLoops(tx, "{}"));
                   // Statistics of a profile with no run open ...
                   DSH_RETURN_IF_ERROR(tx.Exec("ANALYZE").status());
                   // ... then half the loops claimed and not yet recorded.
-                  return tx.Exec("INSERT INTO loop_runs (loop_id, nominal_at, claimed_at, claimed_by, claim_expires,"
-                                 " attempts, skipped, skipped_capped)"
-                                 " SELECT loop_id, 1000, 1000, 'another-host', 31000, 1, 0, 0 FROM loops"
-                                 " WHERE created_at <= 2000")
-                      .status();
+                  return ClaimHalfElsewhere(tx);
                 }).ok());
   auto claims = Claim(*db, 500, 64);
   ASSERT_TRUE(claims.ok()) << claims.status().ToString();
@@ -421,13 +431,7 @@ TEST_P(LoopClaimPlanTest, AListingLooksUpEachOpenRunByItsLoop) {
   auto db = OpenRecording("ORDER BY l.created_at, l.loop_id");
   ASSERT_TRUE(db);
   ASSERT_TRUE(db->WriteSync([&](store::Tx& tx) {
-                  DSH_RETURN_IF_ERROR(
-                      tx.Exec("WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < 4000)"
-                              " INSERT INTO loops (loop_id, prompt, schedule, target, created_at, due_at, next_at,"
-                              " failures, state, version)"
-                              " SELECT 'loop_' || n, 'p', '{\"kind\": \"every\", \"every_seconds\": 60}', 'global', n, 1000, 1000, 0,"
-                              " 'scheduled', 1 FROM g")
-                          .status());
+                  DSH_RETURN_IF_ERROR(InsertDueLoops(tx, R"({"kind": "every", "every_seconds": 60})"));
                   // Every loop ran once, and its run is recorded ...
                   DSH_RETURN_IF_ERROR(
                       tx.Exec("INSERT INTO loop_runs (loop_id, nominal_at, claimed_at, claimed_by, claim_expires,"
@@ -437,11 +441,7 @@ TEST_P(LoopClaimPlanTest, AListingLooksUpEachOpenRunByItsLoop) {
                   // ... when the statistics are taken ...
                   DSH_RETURN_IF_ERROR(tx.Exec("ANALYZE").status());
                   // ... then half the loops are claimed again.
-                  return tx.Exec("INSERT INTO loop_runs (loop_id, nominal_at, claimed_at, claimed_by, claim_expires,"
-                                 " attempts, skipped, skipped_capped)"
-                                 " SELECT loop_id, 1000, 1000, 'another-host', 31000, 1, 0, 0 FROM loops"
-                                 " WHERE created_at <= 2000")
-                      .status();
+                  return ClaimHalfElsewhere(tx);
                 }).ok());
   auto listed = db->ReadValue<std::vector<LoopRecord>>(
       [](store::Tx& tx) { return registry::ListActive(tx, {}); });

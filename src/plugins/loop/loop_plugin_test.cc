@@ -404,8 +404,8 @@ TEST_P(LoopClaimPlanTest, AClaimReadsTheDueLoopsThroughTheirIndex) {
 // takes itself. On PostgreSQL its join to each loop's open run once read,
 // for every loop it passed, every open run of the profile (through
 // loop_runs_expiring, whenever the statistics were taken while few runs were
-// open): in a burst with three hosts, claims of 2–400 ms and the burst at
-// half speed about one run in five.
+// open): in a burst with three hosts, claims of up to 640 ms and the burst
+// at half speed in one run of five to seven of ten.
 TEST_P(LoopClaimPlanTest, AClaimReadsNoRunsWhateverIsOpen) {
   auto db = OpenRecording("l.next_at <= ?");
   ASSERT_TRUE(db);

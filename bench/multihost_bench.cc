@@ -125,10 +125,11 @@ int64_t WallMs() { return ToUnixMillis(RealClock().Now()); }
 
 // ---- CPU accounting ----
 
-// CPU seconds (user + system) this process has used.
-double SelfCpuSeconds() {
+// CPU seconds (user + system) this process has used (RUSAGE_SELF), or its
+// children that ended and were waited for (RUSAGE_CHILDREN).
+double CpuSeconds(int who = RUSAGE_SELF) {
   rusage u{};
-  getrusage(RUSAGE_SELF, &u);
+  getrusage(who, &u);
   auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
   return sec(u.ru_utime) + sec(u.ru_stime);
 }
@@ -518,8 +519,9 @@ struct Bench {
     auto seeded = PgAdmin(place.conninfo,
                           "INSERT INTO loops (loop_id, prompt, schedule, target, created_at, due_at, next_at,"
                           " failures, state, version) SELECT 'loop_' || i, 'a prompt of typical length for a loop',"
-                          " '{\"kind\":\"every\",\"every_seconds\":60}', 'ses_pgbench_' || (i % 90), 0, 1000, 1000,"
-                          " 0, 'scheduled', 1 FROM generate_series(1, " +
+                          " '{\"kind\":\"every\",\"every_seconds\":60}', 'ses_pgbench_' || (i % " +
+                              std::to_string(kClients * kSessionsEach) +
+                              "), 0, 1000, 1000, 0, 'scheduled', 1 FROM generate_series(1, " +
                               std::to_string(kLoops) + ") i");
     if (!seeded.ok()) Fail("seed loops", seeded.status());
     if (auto analyzed = PgAdmin(place.conninfo, "VACUUM ANALYZE"); !analyzed.ok()) Fail("analyze", analyzed.status());
@@ -569,15 +571,11 @@ struct Bench {
       file << "END;\n";
     }
     const pid_t postmaster = Postmaster(place.conninfo);
-    auto children = [] {
-      rusage u{};
-      getrusage(RUSAGE_CHILDREN, &u);  // pgbench, once its shell is waited for
-      auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
-      return sec(u.ru_utime) + sec(u.ru_stime);
-    };
-    const double server0 = ServerCpuSeconds(postmaster), pgbench0 = children();
+    // pgbench counts among the children once its shell is waited for.
+    const double server0 = ServerCpuSeconds(postmaster), pgbench0 = CpuSeconds(RUSAGE_CHILDREN);
     const int64_t committed = RunPgbench(pgbench, script, kClients, place.conninfo, place.home / "occurrences.out");
-    const double server = ServerCpuSeconds(postmaster) - server0, own = children() - pgbench0;
+    const double server = ServerCpuSeconds(postmaster) - server0,
+                 own = CpuSeconds(RUSAGE_CHILDREN) - pgbench0;
     if (committed == 0 || postmaster == 0) return std::nullopt;
     PgbenchCpu f;
     f.occurrences = committed * kPerTransaction;
@@ -843,7 +841,7 @@ struct Bench {
     int64_t burst_at = t0 + span_ms + 200;
     int64_t late_stuck = 0;
     auto writers_before = WriterStats(h);
-    double cpu_hosts0 = SelfCpuSeconds(), cpu_server0 = ServerCpuSeconds(postmaster);
+    double cpu_hosts0 = CpuSeconds(), cpu_server0 = ServerCpuSeconds(postmaster);
     MakeDue(h0, 0, args.late, [&](int64_t k) { return t0 + k * span_ms / args.late; });
     if (args.quick) MakeDue(h0, args.late, args.burst, [&](int64_t) { return burst_at; });
     AwaitRecorded(h0, 0, args.late, std::chrono::seconds(static_cast<int64_t>(args.late_seconds) + 300));
@@ -857,7 +855,7 @@ struct Bench {
       const int64_t claimable = burst_at - loop::SchedulerOptions{}.lookahead.count() - 100;
       if (const int64_t wait = claimable - WallMs(); wait > 0) std::this_thread::sleep_for(std::chrono::milliseconds(wait));
       writers_before = WriterStats(h);
-      cpu_hosts0 = SelfCpuSeconds();
+      cpu_hosts0 = CpuSeconds();
       cpu_server0 = ServerCpuSeconds(postmaster);
     }
     auto late_runs = Runs(h0, 0, args.late);
@@ -867,7 +865,7 @@ struct Bench {
     AwaitRecorded(h0, args.late, args.burst, 600s);
     auto writers_after = WriterStats(h);
     const int64_t burst_stuck = AwaitDrained(h0, kStalled);
-    const double cpu_hosts = SelfCpuSeconds() - cpu_hosts0, cpu_server = ServerCpuSeconds(postmaster) - cpu_server0;
+    const double cpu_hosts = CpuSeconds() - cpu_hosts0, cpu_server = ServerCpuSeconds(postmaster) - cpu_server0;
     auto burst_runs = Runs(h0, args.late, args.burst);
 
     // Nothing else ran.
